@@ -1,0 +1,668 @@
+// Package sshpool keeps authenticated SSH connections to HPC systems and lends their channels to
+// requests, so that hundreds of requests per second flow through a stock OpenSSH server
+// (MaxStartups 10:30:100, MaxSessions 10) without a refused connection or channel ever reaching
+// the caller.
+//
+// Connections are keyed by (system, remote user, credential). Each connection offers a fixed
+// number of channel slots (the server's MaxSessions minus two, because OpenSSH closes channels
+// asynchronously). Requests that find every slot busy wait in a FIFO queue until their deadline;
+// a new connection is dialed only while waiters exist, up to a per-key and a per-host cap, with
+// at most a few unauthenticated dials in flight per host. Refused dials and refused channel opens
+// are retried with jittered backoff inside the caller's deadline. An authentication failure stops
+// all dialing for that key (the key changes when the credential does).
+package sshpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pkg/sftp"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/ssh"
+)
+
+// Key identifies a family of interchangeable connections: same system, remote user and
+// credential version.
+type Key struct {
+	// System identifies the registered system, e.g. "owner/id".
+	System string
+	// User is the remote account.
+	User string
+	// Credential identifies the credential and its version; a new value means new connections.
+	Credential string
+}
+
+func (k Key) String() string { return k.User + "@" + k.System }
+
+// Target tells the pool how to reach a Key.
+type Target struct {
+	Key Key
+	// Addr is host:port of the SSH server.
+	Addr string
+	// Config authenticates and verifies the host key. Its Timeout is ignored; the pool's
+	// DialTimeout applies.
+	Config *ssh.ClientConfig
+	// MaxSessions is the server's MaxSessions (OpenSSH default 10). Each connection lends
+	// MaxSessions-2 channels at once.
+	MaxSessions int
+}
+
+// Config holds the pool's limits. Zero fields take the defaults shown.
+type Config struct {
+	MaxConnsPerKey    int           `yaml:"max_conns_per_key" env:"MAX_CONNS_PER_KEY"`       // 6
+	MaxConnsPerHost   int           `yaml:"max_conns_per_host" env:"MAX_CONNS_PER_HOST"`     // 64
+	MaxDialsPerHost   int           `yaml:"max_dials_per_host" env:"MAX_DIALS_PER_HOST"`     // 3 unauthenticated in flight (sshd starts dropping at 10)
+	DialTimeout       time.Duration `yaml:"dial_timeout" env:"DIAL_TIMEOUT"`                 // 15s for TCP + handshake + auth
+	AcquireTimeout    time.Duration `yaml:"acquire_timeout" env:"ACQUIRE_TIMEOUT"`           // 30s wait for a channel when the caller has no deadline
+	KeepaliveInterval time.Duration `yaml:"keepalive_interval" env:"KEEPALIVE_INTERVAL"`     // 15s
+	KeepaliveTimeout  time.Duration `yaml:"keepalive_timeout" env:"KEEPALIVE_TIMEOUT"`       // 10s
+	IdleTimeout       time.Duration `yaml:"idle_timeout" env:"IDLE_TIMEOUT"`                 // 5m
+	SFTPMaxPacket     int           `yaml:"sftp_max_packet" env:"SFTP_MAX_PACKET"`           // 32 KiB
+	SFTPMaxInflight   int           `yaml:"sftp_max_inflight" env:"SFTP_MAX_INFLIGHT"`       // 64 requests per file
+	MaxOpenRetryDelay time.Duration `yaml:"max_open_retry_delay" env:"MAX_OPEN_RETRY_DELAY"` // 200ms
+}
+
+func (c *Config) setDefaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxConnsPerKey, 6)
+	def(&c.MaxConnsPerHost, 64)
+	def(&c.MaxDialsPerHost, 3)
+	def(&c.SFTPMaxPacket, 32*1024)
+	def(&c.SFTPMaxInflight, 64)
+	defd(&c.DialTimeout, 15*time.Second)
+	defd(&c.AcquireTimeout, 30*time.Second)
+	defd(&c.KeepaliveInterval, 15*time.Second)
+	defd(&c.KeepaliveTimeout, 10*time.Second)
+	defd(&c.IdleTimeout, 5*time.Minute)
+	defd(&c.MaxOpenRetryDelay, 200*time.Millisecond)
+}
+
+// Errors callers can test for with errors.Is.
+var (
+	// ErrAuth means the server rejected the credential; the pool will not dial this key again.
+	ErrAuth = errors.New("ssh authentication failed")
+	// ErrHostKey means the server's host key did not match the registered one.
+	ErrHostKey = errors.New("ssh host key verification failed")
+	// ErrUnavailable means no channel could be had before the deadline (server down, refusing,
+	// or saturated). The wrapped text says which.
+	ErrUnavailable = errors.New("ssh server unavailable")
+	// ErrClosed means the pool is shutting down.
+	ErrClosed = errors.New("ssh pool closed")
+	// ErrConnLost means the connection carrying an operation died while it ran.
+	ErrConnLost = errors.New("ssh connection lost")
+)
+
+// Pool lends channels on pooled SSH connections. Create it with New, call Start, and Stop it to
+// drain in-flight work and close every connection.
+type Pool struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+
+	mu      sync.Mutex
+	keys    map[Key]*keyPool
+	hosts   map[string]*hostState
+	closing bool
+	drained chan struct{} // closed when closing and nothing is in use
+
+	ctx    context.Context // canceled by Stop; parents dial loops and keepalives
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type keyPool struct {
+	key     Key
+	target  Target
+	conns   []*conn
+	waiters []*waiter
+	dialing int
+	// sftpPending is non-nil while one caller opens a shared SFTP channel for this key.
+	sftpPending chan struct{}
+	authErr     error // circuit breaker: set after an authentication failure
+	lastErr     error // last dial error, reported to waiters who time out
+}
+
+type hostState struct {
+	addr    string
+	dialSem chan struct{}
+	conns   int
+	dialing int
+}
+
+type conn struct {
+	kp       *keyPool
+	client   *ssh.Client
+	slots    int // channels this connection may have open at once
+	inUse    int // lent exec/dedicated channels
+	sftp     *sftp.Client
+	sftpUse  int // borrowers of the shared SFTP client
+	lastUsed time.Time
+	dead     bool
+}
+
+type waiter struct{ ch chan grant }
+
+type grant struct {
+	c   *conn
+	err error
+}
+
+// New returns a pool with cfg's limits (defaults for zero fields).
+func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Pool {
+	cfg.setDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Pool{
+		cfg:   cfg,
+		log:   log,
+		keys:  make(map[Key]*keyPool),
+		hosts: make(map[string]*hostState),
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.metrics = newMetrics(p, reg)
+	return p
+}
+
+// Start launches the janitor that evicts idle connections.
+func (p *Pool) Start(ctx context.Context) error {
+	p.wg.Add(1)
+	go p.janitor()
+	return nil
+}
+
+// Stop refuses new work, waits until lent channels come back (or ctx ends), then closes every
+// connection and waits for the pool's goroutines.
+func (p *Pool) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.closing {
+		p.closing = true
+		p.drained = make(chan struct{})
+		for _, kp := range p.keys {
+			p.failWaitersLocked(kp, ErrClosed)
+		}
+		p.checkDrainedLocked()
+	}
+	drained := p.drained
+	p.mu.Unlock()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		err = fmt.Errorf("ssh pool: in-flight work still running at shutdown: %w", ctx.Err())
+	}
+	p.cancel()
+	p.mu.Lock()
+	for _, kp := range p.keys {
+		for _, c := range append([]*conn(nil), kp.conns...) {
+			p.killLocked(c)
+		}
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return err
+}
+
+// Forget closes every connection whose key belongs to system (as given in Key.System) and drops
+// its state, e.g. after the system or its credential changed. Work in flight fails.
+func (p *Pool) Forget(system string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, kp := range p.keys {
+		if k.System != system {
+			continue
+		}
+		for _, c := range append([]*conn(nil), kp.conns...) {
+			p.killLocked(c)
+		}
+		p.failWaitersLocked(kp, fmt.Errorf("%w: system %s changed", ErrUnavailable, system))
+		if kp.dialing == 0 {
+			delete(p.keys, k)
+		}
+	}
+}
+
+func (p *Pool) keyPoolLocked(t Target) *keyPool {
+	kp := p.keys[t.Key]
+	if kp == nil {
+		kp = &keyPool{key: t.Key}
+		p.keys[t.Key] = kp
+	}
+	kp.target = t
+	return kp
+}
+
+func (p *Pool) hostLocked(addr string) *hostState {
+	h := p.hosts[addr]
+	if h == nil {
+		h = &hostState{addr: addr, dialSem: make(chan struct{}, p.cfg.MaxDialsPerHost)}
+		p.hosts[addr] = h
+	}
+	return h
+}
+
+func slotsFor(maxSessions int) int {
+	if maxSessions <= 0 {
+		maxSessions = 10
+	}
+	if maxSessions <= 2 {
+		return 1
+	}
+	return maxSessions - 2
+}
+
+// acquire lends one channel slot on a connection for t, waiting and dialing as needed.
+func (p *Pool) acquire(ctx context.Context, t Target) (*conn, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.AcquireTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	kp := p.keyPoolLocked(t)
+	if kp.authErr != nil {
+		p.mu.Unlock()
+		return nil, kp.authErr
+	}
+	if c := kp.freeConnLocked(); c != nil && len(kp.waiters) == 0 {
+		c.inUse++
+		p.mu.Unlock()
+		p.metrics.acquireWait.Observe(0)
+		return c, nil
+	}
+	w := &waiter{ch: make(chan grant, 1)}
+	kp.waiters = append(kp.waiters, w)
+	p.serveWaitersLocked(kp)
+	p.mu.Unlock()
+
+	select {
+	case g := <-w.ch:
+		p.metrics.acquireWait.Observe(time.Since(start).Seconds())
+		return g.c, g.err
+	case <-ctx.Done():
+		p.mu.Lock()
+		removed := kp.removeWaiter(w)
+		last := kp.lastErr
+		p.mu.Unlock()
+		if !removed { // a grant raced with the deadline: hand the slot back
+			if g := <-w.ch; g.c != nil {
+				p.release(g.c)
+			}
+		}
+		p.metrics.acquireTimeouts.Inc()
+		if last != nil {
+			return nil, fmt.Errorf("%w: no channel to %s within the deadline (last dial error: %v): %w", ErrUnavailable, t.Key, last, ctx.Err())
+		}
+		return nil, fmt.Errorf("%w: every channel to %s stayed busy until the deadline: %w", ErrUnavailable, t.Key, ctx.Err())
+	}
+}
+
+func (kp *keyPool) freeConnLocked() *conn {
+	// Pack work onto the busiest connection that has room, so surplus connections go idle and
+	// are evicted.
+	var best *conn
+	for _, c := range kp.conns {
+		if c.dead || c.inUse >= c.slots {
+			continue
+		}
+		if best == nil || c.inUse > best.inUse {
+			best = c
+		}
+	}
+	return best
+}
+
+func (kp *keyPool) removeWaiter(w *waiter) bool {
+	for i, x := range kp.waiters {
+		if x == w {
+			kp.waiters = append(kp.waiters[:i], kp.waiters[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// serveWaitersLocked hands free slots to waiters in FIFO order and starts dials if waiters remain
+// that the connections being dialed will not absorb.
+func (p *Pool) serveWaitersLocked(kp *keyPool) {
+	for len(kp.waiters) > 0 {
+		c := kp.freeConnLocked()
+		if c == nil {
+			break
+		}
+		w := kp.waiters[0]
+		kp.waiters = kp.waiters[1:]
+		c.inUse++
+		w.ch <- grant{c: c}
+	}
+	if len(kp.waiters) == 0 || kp.authErr != nil || p.closing {
+		return
+	}
+	h := p.hostLocked(kp.target.Addr)
+	slots := slotsFor(kp.target.MaxSessions)
+	for len(kp.waiters) > kp.dialing*slots &&
+		len(kp.conns)+kp.dialing < p.cfg.MaxConnsPerKey &&
+		h.conns+h.dialing < p.cfg.MaxConnsPerHost {
+		kp.dialing++
+		h.dialing++
+		p.wg.Add(1)
+		go p.dialLoop(kp, h)
+	}
+}
+
+func (p *Pool) failWaitersLocked(kp *keyPool, err error) {
+	for _, w := range kp.waiters {
+		w.ch <- grant{err: err}
+	}
+	kp.waiters = nil
+}
+
+// release returns a slot lent by acquire.
+func (p *Pool) release(c *conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.inUse--
+	c.lastUsed = time.Now()
+	if !c.dead {
+		p.serveWaitersLocked(c.kp)
+	}
+	p.checkDrainedLocked()
+}
+
+func (p *Pool) checkDrainedLocked() {
+	if !p.closing || p.drained == nil {
+		return
+	}
+	for _, kp := range p.keys {
+		for _, c := range kp.conns {
+			if c.inUse > 0 || c.sftpUse > 0 {
+				return
+			}
+		}
+	}
+	select {
+	case <-p.drained:
+	default:
+		close(p.drained)
+	}
+}
+
+// dialLoop dials one connection for kp, retrying transient refusals with jittered backoff for as
+// long as waiters remain.
+func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
+	defer p.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		p.mu.Lock()
+		t := kp.target
+		p.mu.Unlock()
+		client, err := p.dialOnce(t, h)
+		p.mu.Lock()
+		if err == nil {
+			kp.dialing--
+			h.dialing--
+			if p.closing {
+				p.mu.Unlock()
+				client.Close()
+				return
+			}
+			p.addConnLocked(kp, h, client)
+			p.serveWaitersLocked(kp)
+			p.mu.Unlock()
+			return
+		}
+		kp.lastErr = err
+		switch {
+		case errors.Is(err, ErrAuth):
+			kp.authErr = err
+			p.failWaitersLocked(kp, err)
+		case errors.Is(err, ErrHostKey):
+			p.failWaitersLocked(kp, err)
+		}
+		if len(kp.waiters) == 0 || p.closing {
+			kp.dialing--
+			h.dialing--
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		p.log.Debug("ssh dial retry", "key", kp.key.String(), "addr", h.addr, "err", err, "backoff", backoff)
+		select {
+		case <-time.After(backoff/2 + rand.N(backoff)):
+		case <-p.ctx.Done():
+			p.mu.Lock()
+			kp.dialing--
+			h.dialing--
+			p.mu.Unlock()
+			return
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (p *Pool) addConnLocked(kp *keyPool, h *hostState, client *ssh.Client) *conn {
+	c := &conn{kp: kp, client: client, slots: slotsFor(kp.target.MaxSessions), lastUsed: time.Now()}
+	kp.conns = append(kp.conns, c)
+	h.conns++
+	p.wg.Add(2)
+	go p.watch(c)
+	go p.keepalive(c)
+	p.log.Info("ssh connection opened", "key", kp.key.String(), "addr", h.addr)
+	return c
+}
+
+// dialOnce opens and authenticates one connection, holding one of the host's dial tokens while
+// the connection is unauthenticated.
+func (p *Pool) dialOnce(t Target, h *hostState) (*ssh.Client, error) {
+	select {
+	case h.dialSem <- struct{}{}:
+	case <-p.ctx.Done():
+		return nil, ErrClosed
+	}
+	defer func() { <-h.dialSem }()
+	client, err := Dial(p.ctx, t, p.cfg.DialTimeout)
+	p.metrics.dials.WithLabelValues(dialResult(err)).Inc()
+	return client, err
+}
+
+// Dial opens one authenticated SSH connection to t outside any pool, classifying failures as
+// ErrAuth, ErrHostKey or a transient error. The whole exchange is bounded by timeout.
+func Dial(ctx context.Context, t Target, timeout time.Duration) (*ssh.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", t.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", t.Addr, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	// Bound the handshake: a server that accepts and then stalls (MaxStartups) must not hang us.
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	cfg := *t.Config
+	sc, chans, reqs, err := ssh.NewClientConn(nc, t.Addr, &cfg)
+	if !stop() {
+		err = errors.Join(err, ctx.Err())
+	}
+	if err != nil {
+		nc.Close()
+		return nil, classifyDialErr(t, err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+func classifyDialErr(t Target, err error) error {
+	var hk *HostKeyError
+	switch {
+	case errors.As(err, &hk):
+		return fmt.Errorf("%w: %s: %w", ErrHostKey, t.Addr, err)
+	case strings.Contains(err.Error(), "unable to authenticate"):
+		return fmt.Errorf("%w for %s at %s: %w", ErrAuth, t.Config.User, t.Addr, err)
+	}
+	return fmt.Errorf("ssh handshake with %s: %w", t.Addr, err)
+}
+
+func dialResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrAuth):
+		return "auth_failed"
+	case errors.Is(err, ErrHostKey):
+		return "host_key_mismatch"
+	case isRefusal(err):
+		return "refused"
+	}
+	return "failed"
+}
+
+// isRefusal reports whether err looks like sshd turning a connection away (MaxStartups,
+// PerSourcePenalties, a restart in progress).
+func isRefusal(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || strings.Contains(err.Error(), "EOF") ||
+		strings.Contains(err.Error(), "Not allowed at this time")
+}
+
+// watch removes c from the pool when its connection ends.
+func (p *Pool) watch(c *conn) {
+	defer p.wg.Done()
+	err := c.client.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !c.dead {
+		p.log.Warn("ssh connection lost", "key", c.kp.key.String(), "err", err)
+	}
+	p.killLocked(c)
+	p.serveWaitersLocked(c.kp)
+}
+
+// killLocked marks c dead, removes it from its key and closes it. Idempotent.
+func (p *Pool) killLocked(c *conn) {
+	if c.dead {
+		return
+	}
+	c.dead = true
+	kp := c.kp
+	for i, x := range kp.conns {
+		if x == c {
+			kp.conns = append(kp.conns[:i], kp.conns[i+1:]...)
+			break
+		}
+	}
+	if h := p.hosts[kp.target.Addr]; h != nil {
+		h.conns--
+	}
+	go c.client.Close() // Close may block on a dead TCP peer; Wait in watch reaps it
+	p.checkDrainedLocked()
+}
+
+// keepalive probes c periodically with its own timeout and kills it if the server stops answering.
+func (p *Pool) keepalive(c *conn) {
+	defer p.wg.Done()
+	tick := time.NewTicker(p.cfg.KeepaliveInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		dead := c.dead
+		p.mu.Unlock()
+		if dead {
+			return
+		}
+		if err := p.probe(c); err != nil {
+			p.log.Warn("ssh keepalive failed", "key", c.kp.key.String(), "err", err)
+			p.mu.Lock()
+			p.killLocked(c)
+			p.serveWaitersLocked(c.kp)
+			p.mu.Unlock()
+			return
+		}
+	}
+}
+
+// probe sends keepalive@openssh.com and waits at most KeepaliveTimeout for the answer.
+func (p *Pool) probe(c *conn) error {
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+		done <- err
+	}()
+	t := time.NewTimer(p.cfg.KeepaliveTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		c.client.Close() // unblocks SendRequest
+		return fmt.Errorf("no keepalive answer within %s", p.cfg.KeepaliveTimeout)
+	}
+}
+
+// janitor closes connections that stayed idle longer than IdleTimeout.
+func (p *Pool) janitor() {
+	defer p.wg.Done()
+	tick := time.NewTicker(min(p.cfg.IdleTimeout/4, 30*time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p.evictIdle(time.Now())
+	}
+}
+
+func (p *Pool) evictIdle(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, kp := range p.keys {
+		for _, c := range append([]*conn(nil), kp.conns...) {
+			if c.inUse == 0 && c.sftpUse == 0 && now.Sub(c.lastUsed) > p.cfg.IdleTimeout {
+				p.log.Info("ssh connection idle, closing", "key", kp.key.String())
+				p.killLocked(c)
+			}
+		}
+		if len(kp.conns) == 0 && len(kp.waiters) == 0 && kp.dialing == 0 && kp.authErr == nil {
+			delete(p.keys, k)
+		}
+	}
+}
+
+// isConnBroken reports whether err means the SSH connection (not just the operation) failed.
+func isConnBroken(err error) bool {
+	if err == nil {
+		return false
+	}
+	return errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, net.ErrClosed) ||
+		strings.Contains(err.Error(), "EOF") || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}

@@ -1,0 +1,308 @@
+package sshpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+)
+
+// Session is an exec channel lent by the pool. Close it to give the slot back.
+type Session struct {
+	*ssh.Session
+	p    *Pool
+	c    *conn
+	once sync.Once
+}
+
+// Close closes the channel and returns its slot to the pool.
+func (s *Session) Close() error {
+	var err error
+	s.once.Do(func() {
+		err = s.Session.Close()
+		s.p.release(s.c)
+	})
+	return err
+}
+
+// NewSession lends a fresh session channel for one command. Refused opens ("open failed" when the
+// server's MaxSessions is reached while earlier channels are still closing) are retried with
+// jittered backoff; an open that fails because the connection died is retried on another
+// connection. Nothing has run on the server when NewSession returns an error.
+func (p *Pool) NewSession(ctx context.Context, t Target) (*Session, error) {
+	ch, c, err := p.openChannel(ctx, t, func(c *ssh.Client) (any, error) { return c.NewSession() })
+	if err != nil {
+		return nil, err
+	}
+	return &Session{Session: ch.(*ssh.Session), p: p, c: c}, nil
+}
+
+// SFTPLease is a dedicated SFTP channel lent by the pool, for bulk data where one shared
+// channel's 2 MiB window would be the bottleneck. Close it to give the slot back.
+type SFTPLease struct {
+	*sftp.Client
+	p    *Pool
+	c    *conn
+	once sync.Once
+}
+
+// Close ends the SFTP channel and returns its slot.
+func (l *SFTPLease) Close() error {
+	var err error
+	l.once.Do(func() {
+		err = l.Client.Close()
+		l.p.release(l.c)
+	})
+	return err
+}
+
+// DedicatedSFTP opens a new SFTP channel that only the caller uses, on a pooled connection.
+func (p *Pool) DedicatedSFTP(ctx context.Context, t Target) (*SFTPLease, error) {
+	ch, c, err := p.openChannel(ctx, t, func(c *ssh.Client) (any, error) { return sftp.NewClient(c, p.sftpOptions()...) })
+	if err != nil {
+		return nil, err
+	}
+	return &SFTPLease{Client: ch.(*sftp.Client), p: p, c: c}, nil
+}
+
+func (p *Pool) sftpOptions() []sftp.ClientOption {
+	return []sftp.ClientOption{
+		sftp.MaxPacketUnchecked(p.cfg.SFTPMaxPacket),
+		sftp.MaxConcurrentRequestsPerFile(p.cfg.SFTPMaxInflight),
+		sftp.UseConcurrentWrites(true),
+		sftp.UseConcurrentReads(true),
+	}
+}
+
+// openChannel acquires a slot and opens a channel on it with open, retrying refusals and dead
+// connections within ctx's deadline. On success the slot stays lent to the returned channel.
+func (p *Pool) openChannel(ctx context.Context, t Target, open func(*ssh.Client) (any, error)) (any, *conn, error) {
+	delay := 5 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		c, err := p.acquire(ctx, t)
+		if err != nil {
+			return nil, nil, err
+		}
+		ch, err := open(c.client)
+		if err == nil {
+			return ch, c, nil
+		}
+		var oce *ssh.OpenChannelError
+		switch {
+		case errors.As(err, &oce) && oce.Reason == ssh.ConnectionFailed:
+			// MaxSessions reached on the server side: channels we closed are still closing.
+			p.metrics.openRetries.Inc()
+		case errors.As(err, &oce):
+			p.release(c)
+			return nil, nil, fmt.Errorf("open channel to %s: %w", t.Key, err)
+		default:
+			// The connection is gone: the channel never opened, so trying elsewhere is safe.
+			p.metrics.openRetries.Inc()
+			p.mu.Lock()
+			p.killLocked(c)
+			p.mu.Unlock()
+		}
+		p.release(c)
+		select {
+		case <-time.After(delay/2 + rand.N(delay)):
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("%w: could not open a channel to %s before the deadline (last error: %v): %w", ErrUnavailable, t.Key, err, ctx.Err())
+		}
+		delay = min(delay*2, p.cfg.MaxOpenRetryDelay)
+	}
+}
+
+// SharedSFTP is the connection's long-lived SFTP client, shared by many concurrent borrowers
+// (pkg/sftp clients are safe for concurrent use and pipeline requests). Call Done when finished,
+// passing the operation's error so a broken connection is noticed.
+type SharedSFTP struct {
+	*sftp.Client
+	p    *Pool
+	c    *conn
+	once sync.Once
+}
+
+// Done returns the borrow. If err shows the connection broke, the connection is discarded.
+func (s *SharedSFTP) Done(err error) {
+	s.once.Do(func() {
+		s.p.mu.Lock()
+		defer s.p.mu.Unlock()
+		s.c.sftpUse--
+		s.c.lastUsed = time.Now()
+		if isConnBroken(err) && s.c.sftp == s.Client {
+			s.c.sftp = nil
+			s.p.killLocked(s.c)
+			s.p.serveWaitersLocked(s.c.kp)
+		}
+		s.p.checkDrainedLocked()
+	})
+}
+
+// SFTP borrows a connection's shared SFTP client for metadata operations and small reads and
+// writes. The first borrower on a key opens the channel, which then permanently holds one of the
+// connection's slots; concurrent borrowers wait for it rather than opening more.
+func (p *Pool) SFTP(ctx context.Context, t Target) (*SharedSFTP, error) {
+	for {
+		s, pending := p.borrowShared(t)
+		if s != nil {
+			return s, nil
+		}
+		if pending != nil {
+			select {
+			case <-pending:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: waiting for an SFTP channel to %s: %w", ErrUnavailable, t.Key, ctx.Err())
+			}
+		}
+		s, err := p.openShared(ctx, t)
+		if s != nil || err != nil {
+			return s, err
+		}
+	}
+}
+
+// openShared makes one of t's connections carry a shared SFTP channel. It returns (nil, nil) when
+// the caller should look again.
+func (p *Pool) openShared(ctx context.Context, t Target) (*SharedSFTP, error) {
+	p.mu.Lock()
+	kp := p.keyPoolLocked(t)
+	if kp.sftpPending != nil {
+		p.mu.Unlock()
+		return nil, nil
+	}
+	pending := make(chan struct{})
+	kp.sftpPending = pending
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		kp.sftpPending = nil
+		p.mu.Unlock()
+		close(pending)
+	}()
+
+	c, err := p.acquire(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := sftp.NewClient(c.client, p.sftpOptions()...)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		c.inUse--
+		var oce *ssh.OpenChannelError
+		if !errors.As(err, &oce) {
+			p.killLocked(c) // the connection died: the next attempt dials
+		}
+		p.serveWaitersLocked(c.kp)
+		if errors.As(err, &oce) && oce.Reason != ssh.ConnectionFailed {
+			return nil, fmt.Errorf("open SFTP channel to %s: %w", t.Key, err)
+		}
+		p.metrics.openRetries.Inc()
+		return nil, nil
+	}
+	if c.sftp != nil || c.dead { // lost a race with a connection change; keep the older client
+		c.inUse--
+		p.serveWaitersLocked(c.kp)
+		go cl.Close()
+		return nil, nil
+	}
+	// The slot now belongs to the SFTP channel for the connection's life.
+	c.sftp = cl
+	c.slots--
+	c.inUse--
+	c.sftpUse++
+	p.wg.Add(1)
+	go p.watchSFTP(c, cl)
+	return &SharedSFTP{Client: cl, p: p, c: c}, nil
+}
+
+// watchSFTP clears the connection's shared SFTP client if its channel ends on its own, so the next
+// borrower opens a new one.
+func (p *Pool) watchSFTP(c *conn, cl *sftp.Client) {
+	defer p.wg.Done()
+	_ = cl.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.sftp == cl {
+		c.sftp = nil
+		if !c.dead {
+			c.slots++
+			p.serveWaitersLocked(c.kp)
+		}
+	}
+}
+
+// borrowShared lends the least-borrowed ready shared SFTP client of t's connections, or returns
+// the channel to wait on while another caller opens one.
+func (p *Pool) borrowShared(t Target) (*SharedSFTP, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kp := p.keys[t.Key]
+	if kp == nil || p.closing {
+		return nil, nil
+	}
+	var best *conn
+	for _, c := range kp.conns {
+		if c.dead || c.sftp == nil {
+			continue
+		}
+		if best == nil || c.sftpUse < best.sftpUse {
+			best = c
+		}
+	}
+	if best == nil {
+		return nil, kp.sftpPending
+	}
+	best.sftpUse++
+	return &SharedSFTP{Client: best.sftp, p: p, c: best}, nil
+}
+
+// Check dials a fresh connection for t (through the host's dial limit), proving the credential
+// and host key work, and keeps it in the pool if there is room. A success clears the
+// authentication circuit breaker for t's key.
+func (p *Pool) Check(ctx context.Context, t Target) error {
+	p.mu.Lock()
+	if p.closing {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	h := p.hostLocked(t.Addr)
+	p.mu.Unlock()
+	timeout := p.cfg.DialTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	select {
+	case h.dialSem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting to dial %s: %w", ErrUnavailable, t.Addr, ctx.Err())
+	}
+	client, err := Dial(ctx, t, timeout)
+	<-h.dialSem
+	p.metrics.dials.WithLabelValues(dialResult(err)).Inc()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kp := p.keyPoolLocked(t)
+	if err != nil {
+		kp.lastErr = err
+		if errors.Is(err, ErrAuth) {
+			kp.authErr = err
+			p.failWaitersLocked(kp, err)
+		}
+		return err
+	}
+	kp.authErr = nil
+	if p.closing || len(kp.conns)+kp.dialing >= p.cfg.MaxConnsPerKey || h.conns+h.dialing >= p.cfg.MaxConnsPerHost {
+		go client.Close()
+		return nil
+	}
+	p.addConnLocked(kp, h, client)
+	p.serveWaitersLocked(kp)
+	return nil
+}
