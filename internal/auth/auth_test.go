@@ -1,0 +1,201 @@
+package auth
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+var testSecret = []byte("0123456789abcdef0123456789abcdef")
+
+func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims, header map[string]any) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(method, claims)
+	for k, v := range header {
+		tok.Header[k] = v
+	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestVerifyHS256(t *testing.T) {
+	now := time.Now()
+	exp := now.Add(time.Hour).Unix()
+	hs := func(claims jwt.MapClaims) string { return sign(t, jwt.SigningMethodHS256, testSecret, claims, nil) }
+	issued, err := IssueHS256(testSecret, "alice", time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		token   string
+		opts    []Option
+		want    string // user on success
+		wantErr string // substring of the error otherwise
+	}{
+		{name: "issued token", token: issued, want: "alice"},
+		{name: "minimal claims", token: hs(jwt.MapClaims{"sub": "bob", "exp": exp}), want: "bob"},
+		{name: "expired within leeway", token: hs(jwt.MapClaims{"sub": "bob", "exp": now.Add(-10 * time.Second).Unix()}), want: "bob"},
+		{name: "missing exp", token: hs(jwt.MapClaims{"sub": "bob"}), wantErr: "exp claim is required"},
+		{name: "expired", token: hs(jwt.MapClaims{"sub": "bob", "exp": now.Add(-time.Minute).Unix()}), wantErr: "expired"},
+		{name: "not yet valid", token: hs(jwt.MapClaims{"sub": "bob", "exp": exp, "nbf": now.Add(time.Minute).Unix()}), wantErr: "not valid yet"},
+		{name: "issued in the future", token: hs(jwt.MapClaims{"sub": "bob", "exp": exp, "iat": now.Add(time.Minute).Unix()}), wantErr: "future"},
+		{name: "empty sub", token: hs(jwt.MapClaims{"sub": "", "exp": exp}), wantErr: "no sub"},
+		{name: "missing sub", token: hs(jwt.MapClaims{"exp": exp}), wantErr: "no sub"},
+		{name: "control character in sub", token: hs(jwt.MapClaims{"sub": "a\nb", "exp": exp}), wantErr: "control"},
+		{name: "overlong sub", token: hs(jwt.MapClaims{"sub": strings.Repeat("x", 300), "exp": exp}), wantErr: "longer"},
+		{
+			name:    "wrong secret",
+			token:   sign(t, jwt.SigningMethodHS256, []byte("another secret of thirty-two b!!"), jwt.MapClaims{"sub": "bob", "exp": exp}, nil),
+			wantErr: "signature is invalid",
+		},
+		{
+			name:    "alg none",
+			token:   sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, jwt.MapClaims{"sub": "bob", "exp": exp}, nil),
+			wantErr: "signing method none is invalid",
+		},
+		{
+			name:    "HS512 with the right secret",
+			token:   sign(t, jwt.SigningMethodHS512, testSecret, jwt.MapClaims{"sub": "bob", "exp": exp}, nil),
+			wantErr: "signing method HS512 is invalid",
+		},
+		{
+			// Header says RS256, signature is an HMAC with the shared secret:
+			// must not be verified with the secret.
+			name:    "RS256 header with HMAC signature",
+			token:   rs256HeaderHMACBody(t, jwt.MapClaims{"sub": "bob", "exp": exp}),
+			wantErr: "signing method RS256 is invalid",
+		},
+		{name: "malformed", token: "not.a.jwt", wantErr: "malformed"},
+		{name: "empty", token: "", wantErr: "no token"},
+		{name: "issuer required, absent", token: issued, opts: []Option{WithIssuer("https://idp")}, wantErr: "iss claim is required"},
+		{name: "issuer matches", token: hs(jwt.MapClaims{"sub": "bob", "exp": exp, "iss": "https://idp"}), opts: []Option{WithIssuer("https://idp")}, want: "bob"},
+		{name: "audience wrong", token: hs(jwt.MapClaims{"sub": "bob", "exp": exp, "aud": "other"}), opts: []Option{WithAudience("sshapi")}, wantErr: "wrong audience"},
+		{name: "audience in list", token: hs(jwt.MapClaims{"sub": "bob", "exp": exp, "aud": []string{"x", "sshapi"}}), opts: []Option{WithAudience("sshapi")}, want: "bob"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := NewHS256Verifier(testSecret, tt.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			p, err := v.Verify(t.Context(), tt.token)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+				if p.User != tt.want {
+					t.Fatalf("User = %q, want %q", p.User, tt.want)
+				}
+				return
+			}
+			if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Verify error = %v, want ErrUnauthenticated saying %q", err, tt.wantErr)
+			}
+			if p != (Principal{}) {
+				t.Fatalf("Verify returned principal %+v with an error", p)
+			}
+			if parts := strings.Split(tt.token, "."); len(parts) == 3 && len(parts[1]) > 8 && strings.Contains(err.Error(), parts[1]) {
+				t.Fatal("error message echoes the token")
+			}
+		})
+	}
+}
+
+// rs256HeaderHMACBody returns a token whose header claims RS256 but whose
+// signature is HMAC-SHA256 with testSecret.
+func rs256HeaderHMACBody(t *testing.T, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
+	signing, err := tok.SigningString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := jwt.SigningMethodHS256.Sign(signing, testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signing + "." + tok.EncodeSegment(sig)
+}
+
+func TestIssueHS256(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name    string
+		secret  []byte
+		user    string
+		ttl     time.Duration
+		wantErr bool
+	}{
+		{"ok", testSecret, "alice", time.Hour, false},
+		{"short secret", testSecret[:16], "alice", time.Hour, true},
+		{"empty user", testSecret, "", time.Hour, true},
+		{"zero ttl", testSecret, "alice", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tok, err := IssueHS256(tt.secret, tt.user, tt.ttl, now)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatal("IssueHS256 succeeded, want an error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			claims := jwt.RegisteredClaims{}
+			_, err = jwt.NewParser(jwt.WithTimeFunc(func() time.Time { return now })).
+				ParseWithClaims(tok, &claims, func(*jwt.Token) (any, error) { return testSecret, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if claims.Subject != tt.user || !claims.ExpiresAt.Equal(now.Add(tt.ttl)) || !claims.IssuedAt.Equal(now) {
+				t.Fatalf("claims = %+v", claims)
+			}
+		})
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"nothing configured", Config{}, "no token source"},
+		{"short secret", Config{HS256Secret: []byte("short")}, "at least 32"},
+		{"unreachable JWKS", Config{JWKSURL: "http://127.0.0.1:1/jwks"}, "fetch JWKS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := New(t.Context(), tt.cfg)
+			if err == nil {
+				v.Close()
+				t.Fatal("New succeeded, want an error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPrincipalContext(t *testing.T) {
+	if _, ok := FromContext(t.Context()); ok {
+		t.Fatal("FromContext found a principal in an empty context")
+	}
+	ctx := WithPrincipal(t.Context(), Principal{User: "alice"})
+	p, ok := FromContext(ctx)
+	if !ok || p.User != "alice" {
+		t.Fatalf("FromContext = %+v, %v", p, ok)
+	}
+}

@@ -1,0 +1,420 @@
+// Package sqlite implements store.Store on a single SQLite file using the
+// pure-Go modernc.org/sqlite driver, with embedded goose migrations.
+//
+// Concurrency: the database runs in WAL mode so readers never block the
+// writer, every transaction begins IMMEDIATE (taking the write lock up
+// front, so a read-then-write transaction can never fail to upgrade), and
+// each connection waits up to busy_timeout for the lock instead of failing
+// with SQLITE_BUSY. Concurrent writers therefore queue rather than error.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/sshapi/sshapi/internal/store"
+)
+
+// BusyTimeout is how long a connection waits for another connection's write
+// lock before giving up with SQLITE_BUSY.
+const BusyTimeout = 5 * time.Second
+
+// maxOpenConns bounds the connection pool. Writes are serialized by SQLite
+// anyway; a few connections let reads proceed while one write is in flight.
+const maxOpenConns = 8
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// DB is a store.Store backed by one SQLite file. It is safe for concurrent
+// use.
+type DB struct {
+	db *sql.DB
+}
+
+var _ store.Store = (*DB)(nil)
+
+// Open opens (creating if needed) the SQLite database at path, configures it
+// for concurrent use and applies all pending migrations.
+func Open(ctx context.Context, path string) (*DB, error) {
+	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || path == ":memory:" {
+		return nil, fmt.Errorf("sqlite: unsupported database path %q: want a plain file path", path)
+	}
+	dsn := path + "?" + strings.Join([]string{
+		"_txlock=immediate",
+		fmt.Sprintf("_pragma=busy_timeout(%d)", BusyTimeout.Milliseconds()),
+		"_pragma=journal_mode(WAL)",
+		"_pragma=synchronous(NORMAL)",
+		"_pragma=foreign_keys(1)",
+	}, "&")
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxIdleConns(maxOpenConns)
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+	}
+	return &DB{db: db}, nil
+}
+
+// migrate applies the embedded migrations that have not run yet.
+func migrate(ctx context.Context, db *sql.DB) error {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// SQL returns the underlying connection pool, for components that share the
+// database file (such as the job queue). Transactions begun on it are
+// IMMEDIATE.
+func (d *DB) SQL() *sql.DB { return d.db }
+
+// Ping checks that the database answers.
+func (d *DB) Ping(ctx context.Context) error {
+	if err := d.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database.
+func (d *DB) Close() error {
+	if err := d.db.Close(); err != nil {
+		return fmt.Errorf("sqlite: close: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in an IMMEDIATE transaction and commits if fn succeeds.
+func (d *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback() // the error from fn is the one that matters
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	return nil
+}
+
+// now returns the current time as the store keeps it: UTC, microseconds.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+const systemColumns = `owner, id, host, port, host_keys, host_key_fingerprints,
+	trust_on_first_use, max_sessions, root_dir, description, created_at, updated_at`
+
+// CreateSystem implements store.Store.
+func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
+	if err := store.ValidateKey(s.Owner, s.ID); err != nil {
+		return err
+	}
+	keys, fps, err := encodeLists(s)
+	if err != nil {
+		return err
+	}
+	t := now()
+	_, err = d.db.ExecContext(ctx, `INSERT INTO systems (`+systemColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.Owner, s.ID, s.Host, s.Port, keys, fps, s.TrustOnFirstUse, s.MaxSessions,
+		s.RootDir, s.Description, t.UnixMicro(), t.UnixMicro())
+	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
+		return fmt.Errorf("system %q: %w", s.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: create system: %w", err)
+	}
+	s.CreatedAt, s.UpdatedAt = t, t
+	return nil
+}
+
+// GetSystem implements store.Store.
+func (d *DB) GetSystem(ctx context.Context, owner, id string) (*store.System, error) {
+	row := d.db.QueryRowContext(ctx, `SELECT `+systemColumns+` FROM systems WHERE owner = ? AND id = ?`, owner, id)
+	s, err := scanSystem(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("system %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get system: %w", err)
+	}
+	return s, nil
+}
+
+// ListSystems implements store.Store.
+func (d *DB) ListSystems(ctx context.Context, owner string) ([]store.System, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT `+systemColumns+` FROM systems WHERE owner = ? ORDER BY id`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list systems: %w", err)
+	}
+	defer rows.Close()
+	out := []store.System{}
+	for rows.Next() {
+		s, err := scanSystem(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list systems: %w", err)
+		}
+		out = append(out, *s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list systems: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSystem implements store.Store.
+func (d *DB) UpdateSystem(ctx context.Context, s *store.System) error {
+	keys, fps, err := encodeLists(s)
+	if err != nil {
+		return err
+	}
+	t := now()
+	var created int64
+	err = d.db.QueryRowContext(ctx, `UPDATE systems SET host = ?, port = ?, host_keys = ?,
+		host_key_fingerprints = ?, trust_on_first_use = ?, max_sessions = ?, root_dir = ?,
+		description = ?, updated_at = ?
+		WHERE owner = ? AND id = ? RETURNING created_at`,
+		s.Host, s.Port, keys, fps, s.TrustOnFirstUse, s.MaxSessions, s.RootDir,
+		s.Description, t.UnixMicro(), s.Owner, s.ID).Scan(&created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("system %q: %w", s.ID, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: update system: %w", err)
+	}
+	s.CreatedAt, s.UpdatedAt = fromMicros(created), t
+	return nil
+}
+
+// DeleteSystem implements store.Store. The credential goes with it through
+// the foreign key's ON DELETE CASCADE.
+func (d *DB) DeleteSystem(ctx context.Context, owner, id string) error {
+	res, err := d.db.ExecContext(ctx, `DELETE FROM systems WHERE owner = ? AND id = ?`, owner, id)
+	if err != nil {
+		return fmt.Errorf("sqlite: delete system: %w", err)
+	}
+	return mustAffect(res, fmt.Sprintf("system %q", id))
+}
+
+const credentialColumns = `owner, system_id, username, key_type, public_key_fingerprint,
+	certificate, sealed_key_id, sealed_wrapped_key, sealed_ciphertext, generation, created_at`
+
+// PutCredential implements store.Store.
+func (d *DB) PutCredential(ctx context.Context, c *store.Credential) error {
+	if err := store.ValidateKey(c.Owner, c.SystemID); err != nil {
+		return err
+	}
+	t := now()
+	var gen int64
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM systems WHERE owner = ? AND id = ?`, c.Owner, c.SystemID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("system %q: %w", c.SystemID, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: put credential: %w", err)
+		}
+		if err := tx.QueryRowContext(ctx, `UPDATE counters SET value = value + 1
+			WHERE name = 'credential_generation' RETURNING value`).Scan(&gen); err != nil {
+			return fmt.Errorf("sqlite: next credential generation: %w", err)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO credentials (`+credentialColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (owner, system_id) DO UPDATE SET
+				username = excluded.username,
+				key_type = excluded.key_type,
+				public_key_fingerprint = excluded.public_key_fingerprint,
+				certificate = excluded.certificate,
+				sealed_key_id = excluded.sealed_key_id,
+				sealed_wrapped_key = excluded.sealed_wrapped_key,
+				sealed_ciphertext = excluded.sealed_ciphertext,
+				generation = excluded.generation,
+				created_at = excluded.created_at`,
+			c.Owner, c.SystemID, c.Username, c.KeyType, c.PublicKeyFingerprint, c.Certificate,
+			c.Sealed.KeyID, nonNil(c.Sealed.WrappedKey), nonNil(c.Sealed.Ciphertext), gen, t.UnixMicro())
+		if err != nil {
+			return fmt.Errorf("sqlite: put credential: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.Generation, c.CreatedAt = gen, t
+	return nil
+}
+
+// GetCredential implements store.Store.
+func (d *DB) GetCredential(ctx context.Context, owner, systemID string) (*store.Credential, error) {
+	var (
+		c       store.Credential
+		created int64
+	)
+	err := d.db.QueryRowContext(ctx, `SELECT `+credentialColumns+` FROM credentials
+		WHERE owner = ? AND system_id = ?`, owner, systemID).Scan(
+		&c.Owner, &c.SystemID, &c.Username, &c.KeyType, &c.PublicKeyFingerprint, &c.Certificate,
+		&c.Sealed.KeyID, &c.Sealed.WrappedKey, &c.Sealed.Ciphertext, &c.Generation, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("credential for system %q: %w", systemID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get credential: %w", err)
+	}
+	c.CreatedAt = fromMicros(created)
+	return &c, nil
+}
+
+// DeleteCredential implements store.Store.
+func (d *DB) DeleteCredential(ctx context.Context, owner, systemID string) error {
+	res, err := d.db.ExecContext(ctx, `DELETE FROM credentials WHERE owner = ? AND system_id = ?`, owner, systemID)
+	if err != nil {
+		return fmt.Errorf("sqlite: delete credential: %w", err)
+	}
+	return mustAffect(res, fmt.Sprintf("credential for system %q", systemID))
+}
+
+// AppendAudit implements store.Store.
+func (d *DB) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+	if e.Owner == "" || e.Action == "" {
+		return fmt.Errorf("audit entry without owner or action: %w", store.ErrInvalid)
+	}
+	t := e.Time.UTC().Truncate(time.Microsecond)
+	if e.Time.IsZero() {
+		t = now()
+	}
+	_, err := d.db.ExecContext(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail)
+		VALUES (?, ?, ?, ?, ?)`, t.UnixMicro(), e.Owner, e.Action, e.SystemID, e.Detail)
+	if err != nil {
+		return fmt.Errorf("sqlite: append audit: %w", err)
+	}
+	return nil
+}
+
+// ListAudit implements store.Store.
+func (d *DB) ListAudit(ctx context.Context, owner string, limit int) ([]store.AuditEntry, error) {
+	if limit <= 0 {
+		limit = store.DefaultAuditLimit
+	}
+	rows, err := d.db.QueryContext(ctx, `SELECT time, owner, action, system_id, detail FROM audit_log
+		WHERE owner = ? ORDER BY time DESC, seq DESC LIMIT ?`, owner, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list audit: %w", err)
+	}
+	defer rows.Close()
+	out := []store.AuditEntry{}
+	for rows.Next() {
+		var (
+			e  store.AuditEntry
+			us int64
+		)
+		if err := rows.Scan(&us, &e.Owner, &e.Action, &e.SystemID, &e.Detail); err != nil {
+			return nil, fmt.Errorf("sqlite: list audit: %w", err)
+		}
+		e.Time = fromMicros(us)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list audit: %w", err)
+	}
+	return out, nil
+}
+
+// scanner is what *sql.Row and *sql.Rows have in common.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+func scanSystem(r scanner) (*store.System, error) {
+	var (
+		s                store.System
+		keys, fps        string
+		created, updated int64
+	)
+	if err := r.Scan(&s.Owner, &s.ID, &s.Host, &s.Port, &keys, &fps, &s.TrustOnFirstUse,
+		&s.MaxSessions, &s.RootDir, &s.Description, &created, &updated); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(keys), &s.HostKeys); err != nil {
+		return nil, fmt.Errorf("host_keys of %q: %w", s.ID, err)
+	}
+	if err := json.Unmarshal([]byte(fps), &s.HostKeyFingerprints); err != nil {
+		return nil, fmt.Errorf("host_key_fingerprints of %q: %w", s.ID, err)
+	}
+	s.CreatedAt, s.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return &s, nil
+}
+
+// encodeLists returns the system's string lists as JSON arrays ("[]" for
+// nil) so that they read back as non-nil slices.
+func encodeLists(s *store.System) (keys, fps string, err error) {
+	k, err := json.Marshal(nonNilStrings(s.HostKeys))
+	if err != nil {
+		return "", "", fmt.Errorf("sqlite: encode host keys: %w", err)
+	}
+	f, err := json.Marshal(nonNilStrings(s.HostKeyFingerprints))
+	if err != nil {
+		return "", "", fmt.Errorf("sqlite: encode host key fingerprints: %w", err)
+	}
+	return string(k), string(f), nil
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// mustAffect returns ErrNotFound about what if res changed no row.
+func mustAffect(res sql.Result, what string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlite: rows affected: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return nil
+}
+
+// isConstraint reports whether err is the SQLite extended result code code.
+func isConstraint(err error, code int) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == code
+}

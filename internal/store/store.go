@@ -1,0 +1,152 @@
+// Package store defines sshapi's persistent domain types (systems, encrypted
+// credentials, the audit log) and the Store interface that every database
+// driver implements. Drivers live in subpackages (sqlite, later postgres);
+// storetest holds the contract suite they must all pass.
+//
+// Everything is namespaced by owner, the authenticated user's id: a method
+// given one owner never reads, changes or reveals another owner's rows.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/secret"
+)
+
+// ErrNotFound is wrapped by errors for a system or credential that does not
+// exist for the given owner.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrConflict is wrapped by errors for a create whose key already exists.
+var ErrConflict = errors.New("store: already exists")
+
+// ErrInvalid is wrapped by errors for a value the store refuses to persist,
+// such as an empty owner or id.
+var ErrInvalid = errors.New("store: invalid value")
+
+// System is an HPC login host registered by an owner, with what is needed to
+// connect to it safely.
+type System struct {
+	// Owner is the user who registered the system; (Owner, ID) is the key.
+	Owner string
+	// ID is the owner's name for the system.
+	ID string
+	// Host and Port are the SSH server's address.
+	Host string
+	Port int
+	// HostKeys are authorized_keys-style lines accepted for the server,
+	// e.g. "ssh-ed25519 AAAA..." or "@cert-authority *.example ssh-ed25519 AAAA...".
+	HostKeys []string
+	// HostKeyFingerprints are accepted server key fingerprints ("SHA256:...").
+	HostKeyFingerprints []string
+	// TrustOnFirstUse allows recording the server's key on first connect
+	// when neither HostKeys nor HostKeyFingerprints is set.
+	TrustOnFirstUse bool
+	// MaxSessions is the number of channels one connection may carry
+	// (the server's MaxSessions); 0 means the pool default.
+	MaxSessions int
+	// RootDir, if set, confines file operations to this directory.
+	RootDir string
+	// Description is free text for people.
+	Description string
+	// CreatedAt and UpdatedAt are set by the store.
+	CreatedAt, UpdatedAt time.Time
+}
+
+// Credential is an owner's SSH login for one of their systems. The private
+// key is only ever held sealed.
+type Credential struct {
+	// Owner and SystemID name the system this credential logs in to.
+	Owner, SystemID string
+	// Username is the remote account.
+	Username string
+	// KeyType is the SSH key algorithm, e.g. "ssh-ed25519".
+	KeyType string
+	// PublicKeyFingerprint is the key's "SHA256:..." fingerprint.
+	PublicKeyFingerprint string
+	// Certificate is an optional OpenSSH user certificate (public).
+	Certificate string
+	// Sealed is the encrypted private key in unencrypted OpenSSH form.
+	Sealed secret.Sealed
+	// Generation is set by the store on every PutCredential. It is unique
+	// across the whole store and strictly increasing, so it never repeats
+	// for an (Owner, SystemID) even after a delete and re-create; connection
+	// pools key on it so that a changed credential gets fresh connections.
+	Generation int64
+	// CreatedAt is set by the store on every PutCredential.
+	CreatedAt time.Time
+}
+
+// AuditEntry records one security-relevant action by an owner. Detail must
+// never contain secrets.
+type AuditEntry struct {
+	// Time is when the action happened; the store sets it if zero.
+	Time time.Time
+	// Owner is the user who acted.
+	Owner string
+	// Action names what was done, e.g. "credential.put".
+	Action string
+	// SystemID is the system acted on, if any.
+	SystemID string
+	// Detail is free, non-secret context.
+	Detail string
+}
+
+// Store persists systems, credentials and the audit log. Implementations are
+// safe for concurrent use. Times are returned in UTC, truncated to the
+// microsecond. Errors for missing or duplicate rows wrap ErrNotFound or
+// ErrConflict.
+type Store interface {
+	// CreateSystem inserts s and sets its CreatedAt and UpdatedAt. It fails
+	// with ErrConflict if (s.Owner, s.ID) exists.
+	CreateSystem(ctx context.Context, s *System) error
+	// GetSystem returns the owner's system id, or ErrNotFound.
+	GetSystem(ctx context.Context, owner, id string) (*System, error)
+	// ListSystems returns the owner's systems sorted by ID (never nil).
+	ListSystems(ctx context.Context, owner string) ([]System, error)
+	// UpdateSystem replaces every field of (s.Owner, s.ID) but CreatedAt,
+	// sets s.UpdatedAt and s.CreatedAt, or fails with ErrNotFound.
+	UpdateSystem(ctx context.Context, s *System) error
+	// DeleteSystem removes the owner's system and its credential, or fails
+	// with ErrNotFound.
+	DeleteSystem(ctx context.Context, owner, id string) error
+	// PutCredential inserts or replaces the credential for
+	// (c.Owner, c.SystemID) and sets c.Generation and c.CreatedAt. It fails
+	// with ErrNotFound if the owner has no such system.
+	PutCredential(ctx context.Context, c *Credential) error
+	// GetCredential returns the owner's credential for systemID, or
+	// ErrNotFound.
+	GetCredential(ctx context.Context, owner, systemID string) (*Credential, error)
+	// DeleteCredential removes the owner's credential for systemID, or fails
+	// with ErrNotFound.
+	DeleteCredential(ctx context.Context, owner, systemID string) error
+	// AppendAudit records e, setting its time if zero.
+	AppendAudit(ctx context.Context, e AuditEntry) error
+	// ListAudit returns up to limit of the owner's entries, newest first
+	// (ties broken by insertion order). limit <= 0 means DefaultAuditLimit.
+	ListAudit(ctx context.Context, owner string, limit int) ([]AuditEntry, error)
+	// Ping checks that the database is reachable.
+	Ping(ctx context.Context) error
+	// Close releases the database.
+	Close() error
+}
+
+// DefaultAuditLimit is the number of entries ListAudit returns when given no
+// positive limit.
+const DefaultAuditLimit = 100
+
+// ValidateKey reports, wrapping ErrInvalid, an empty owner or id. Drivers
+// call it before touching the database so that no row is ever keyed by an
+// empty owner.
+func ValidateKey(owner, id string) error {
+	if owner == "" {
+		return fmt.Errorf("%w: empty owner", ErrInvalid)
+	}
+	if id == "" {
+		return fmt.Errorf("%w: empty id", ErrInvalid)
+	}
+	return nil
+}
