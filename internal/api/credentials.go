@@ -1,0 +1,201 @@
+package api
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sshapi/sshapi/internal/store"
+)
+
+type putCredentialRequest struct {
+	Username    string `json:"username"`
+	PrivateKey  string `json:"private_key"`
+	Passphrase  string `json:"passphrase"`
+	Certificate string `json:"certificate"`
+}
+
+type credentialJSON struct {
+	Username             string    `json:"username"`
+	KeyType              string    `json:"key_type"`
+	PublicKeyFingerprint string    `json:"public_key_fingerprint"`
+	Certificate          bool      `json:"certificate"`
+	CreatedAt            time.Time `json:"created_at"`
+}
+
+func toCredentialJSON(c *store.Credential) credentialJSON {
+	return credentialJSON{Username: c.Username, KeyType: c.KeyType, PublicKeyFingerprint: c.PublicKeyFingerprint,
+		Certificate: c.Certificate != "", CreatedAt: c.CreatedAt}
+}
+
+var usernamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`)
+
+// parseCredential checks a submitted private key (and passphrase and certificate) and returns the
+// key re-encoded as an unencrypted OpenSSH private key, which is what gets sealed, plus its
+// public half. Errors name the field and never echo key material.
+func parseCredential(req putCredentialRequest) (plain []byte, pub ssh.PublicKey, err error) {
+	if req.Username == "" {
+		return nil, nil, badField("username", "is required")
+	}
+	if !usernamePattern.MatchString(req.Username) {
+		return nil, nil, badField("username", "is not a valid remote user name")
+	}
+	if strings.TrimSpace(req.PrivateKey) == "" {
+		return nil, nil, badField("private_key", "is required (OpenSSH or PEM private key)")
+	}
+	var raw any
+	if req.Passphrase != "" {
+		raw, err = ssh.ParseRawPrivateKeyWithPassphrase([]byte(req.PrivateKey), []byte(req.Passphrase))
+		if errors.Is(err, x509.IncorrectPasswordError) {
+			return nil, nil, badField("passphrase", "does not decrypt private_key")
+		}
+	} else {
+		raw, err = ssh.ParseRawPrivateKey([]byte(req.PrivateKey))
+		var missing *ssh.PassphraseMissingError
+		if errors.As(err, &missing) {
+			return nil, nil, badField("passphrase", "private_key is encrypted: a passphrase is required")
+		}
+	}
+	if err != nil {
+		return nil, nil, badField("private_key", "is not an OpenSSH or PEM private key")
+	}
+	signer, err := ssh.NewSignerFromKey(raw)
+	if err != nil {
+		return nil, nil, badField("private_key", "unsupported key type")
+	}
+	block, err := ssh.MarshalPrivateKey(raw, "")
+	if err != nil {
+		return nil, nil, badField("private_key", "cannot be re-encoded: unsupported key type")
+	}
+	if req.Certificate != "" {
+		if _, err := certSigner(signer, req.Certificate); err != nil {
+			return nil, nil, badField("certificate", "%v", err)
+		}
+	}
+	return pem.EncodeToMemory(block), signer.PublicKey(), nil
+}
+
+func certSigner(signer ssh.Signer, certLine string) (ssh.Signer, error) {
+	k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(certLine))
+	if err != nil {
+		return nil, errors.New("is not an OpenSSH certificate line")
+	}
+	cert, ok := k.(*ssh.Certificate)
+	if !ok {
+		return nil, errors.New("is a public key, not a certificate")
+	}
+	s, err := ssh.NewCertSigner(cert, signer)
+	if err != nil {
+		return nil, fmt.Errorf("does not match private_key: %w", err)
+	}
+	return s, nil
+}
+
+// signerFromSealed turns an opened credential back into a signer.
+func signerFromSealed(plain []byte, certificate string) (ssh.Signer, error) {
+	signer, err := ssh.ParsePrivateKey(plain)
+	if err != nil {
+		return nil, fmt.Errorf("parse stored key: %w", err)
+	}
+	if certificate != "" {
+		return certSigner(signer, certificate)
+	}
+	return signer, nil
+}
+
+func (s *Server) putCredential(w http.ResponseWriter, r *http.Request) error {
+	var req putCredentialRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	p := principal(r)
+	id := r.PathValue("id")
+	if _, err := s.deps.Store.GetSystem(r.Context(), p.User, id); err != nil {
+		return err
+	}
+	cred, err := s.storeCredential(r, p.User, id, req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toCredentialJSON(cred))
+	return nil
+}
+
+// storeCredential validates, seals and saves the caller's credential for a system and drops the
+// connections made with the previous one.
+func (s *Server) storeCredential(r *http.Request, owner, id string, req putCredentialRequest) (*store.Credential, error) {
+	plain, pub, err := parseCredential(req)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := s.deps.Keyring.Seal(plain, credentialAAD(owner, id, req.Username))
+	clear(plain)
+	if err != nil {
+		return nil, fmt.Errorf("seal credential: %w", err)
+	}
+	cred := &store.Credential{Owner: owner, SystemID: id, Username: req.Username, KeyType: pub.Type(),
+		PublicKeyFingerprint: fingerprint(pub), Certificate: req.Certificate, Sealed: sealed}
+	if err := s.deps.Store.PutCredential(r.Context(), cred); err != nil {
+		return nil, err
+	}
+	s.deps.Pool.Forget(poolSystem(owner, id))
+	s.audit(r, "credential.put", id, cred.Username+" "+cred.PublicKeyFingerprint)
+	return cred, nil
+}
+
+func (s *Server) getCredential(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	id := r.PathValue("id")
+	if _, err := s.deps.Store.GetSystem(r.Context(), p.User, id); err != nil {
+		return err
+	}
+	cred, err := s.deps.Store.GetCredential(r.Context(), p.User, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toCredentialJSON(cred))
+	return nil
+}
+
+func (s *Server) deleteCredential(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	id := r.PathValue("id")
+	if _, err := s.deps.Store.GetSystem(r.Context(), p.User, id); err != nil {
+		return err
+	}
+	if err := s.deps.Store.DeleteCredential(r.Context(), p.User, id); err != nil {
+		return err
+	}
+	s.deps.Pool.Forget(poolSystem(p.User, id))
+	s.audit(r, "credential.delete", id, "")
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+type checkResult struct {
+	OK        bool   `json:"ok"`
+	Error     string `json:"error,omitempty"`
+	LatencyMS int64  `json:"latency_ms"`
+}
+
+func (s *Server) checkCredential(w http.ResponseWriter, r *http.Request) error {
+	t, _, err := s.target(r.Context(), principal(r).User, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	err = s.deps.Pool.Check(r.Context(), t)
+	res := checkResult{OK: err == nil, LatencyMS: time.Since(start).Milliseconds()}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}

@@ -1,0 +1,249 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/store"
+)
+
+// handlerFunc is an HTTP handler that returns its error instead of writing it; the router turns
+// errors into problem+json once, in one place.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// route is one entry of the API; the OpenAPI document must list exactly these.
+type route struct {
+	method, pattern string
+	public          bool
+	h               handlerFunc
+}
+
+// Routes lists every route the server serves (method and ServeMux pattern). The OpenAPI
+// document is checked against it by a test.
+func (s *Server) routes() []route {
+	return []route{
+		{"GET", "/healthz", true, s.healthz},
+		{"GET", "/readyz", true, s.readyz},
+		{"GET", "/v1/version", true, s.version},
+		{"GET", "/metrics", true, s.metrics},
+		{"GET", "/openapi.json", true, s.openapiJSON},
+		{"GET", "/openapi.yaml", true, s.openapiYAML},
+
+		{"POST", "/v1/systems", false, s.createSystem},
+		{"GET", "/v1/systems", false, s.listSystems},
+		{"GET", "/v1/systems/{id}", false, s.getSystem},
+		{"PATCH", "/v1/systems/{id}", false, s.patchSystem},
+		{"DELETE", "/v1/systems/{id}", false, s.deleteSystem},
+		{"PUT", "/v1/systems/{id}/credential", false, s.putCredential},
+		{"GET", "/v1/systems/{id}/credential", false, s.getCredential},
+		{"DELETE", "/v1/systems/{id}/credential", false, s.deleteCredential},
+		{"POST", "/v1/systems/{id}/credential/check", false, s.checkCredential},
+		{"POST", "/v1/systems/{id}/commands", false, s.runCommand},
+		{"POST", "/v1/commands", false, s.runMany},
+
+		{"GET", "/sshapi/v2/{$}", true, s.paperWelcome},
+		{"GET", "/sshapi/v2", false, s.paperList},
+		{"POST", "/sshapi/v2", false, s.paperCreate},
+		{"POST", "/sshapi/v2/{name}", false, s.paperRun},
+	}
+}
+
+// Handler returns the API's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		h := s.wrap(rt)
+		mux.Handle(rt.method+" "+rt.pattern, h)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, r, Problem{Status: http.StatusNotFound, Detail: "no such route: " + r.Method + " " + r.URL.Path + " (see /openapi.json)"})
+	})
+	return s.recoverer(mux)
+}
+
+// wrap adds authentication, body limits, metrics and logging around one route.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		if !rt.public {
+			p, err := s.authenticate(r)
+			if err != nil {
+				sw.Header().Set("WWW-Authenticate", `Bearer realm="sshapi"`)
+				writeProblem(sw, r, Problem{Status: http.StatusUnauthorized, Detail: err.Error()})
+				s.observe(rt, r, sw, start, "")
+				return
+			}
+			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+		}
+		if r.Body != nil && !s.streamsBody(rt) {
+			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
+		}
+		if err := rt.h(sw, r); err != nil {
+			if sw.status == 0 {
+				writeProblem(sw, r, s.problemFor(r, err))
+			} else {
+				s.log.Warn("error after the response started", "route", rt.pattern, "err", err)
+			}
+		}
+		s.observe(rt, r, sw, start, principal(r).User)
+	})
+}
+
+// streamsBody reports whether a route reads a large body itself (uploads); those are not capped.
+func (s *Server) streamsBody(rt route) bool { return false }
+
+func (s *Server) observe(rt route, r *http.Request, sw *statusWriter, start time.Time, user string) {
+	if sw.status == 0 {
+		sw.status = http.StatusOK
+	}
+	d := time.Since(start)
+	s.reqDuration.WithLabelValues(rt.method+" "+rt.pattern, fmt.Sprint(sw.status)).Observe(d.Seconds())
+	lvl := s.log.Debug
+	if sw.status >= 500 {
+		lvl = s.log.Warn
+	}
+	// Never log bodies, query strings or headers: they may carry keys or tokens.
+	lvl("http request", "method", r.Method, "route", rt.pattern, "status", sw.status, "duration_ms", d.Milliseconds(), "user", user)
+}
+
+func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if h == "" {
+		return auth.Principal{}, errors.New("missing Authorization: Bearer <token> header")
+	}
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return auth.Principal{}, errors.New("Authorization header must be 'Bearer <token>'")
+	}
+	p, err := s.deps.Verifier.Verify(r.Context(), strings.TrimSpace(token))
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	return p, nil
+}
+
+// problemFor maps an error to its HTTP problem. Internal errors are logged with detail and
+// answered without it.
+func (s *Server) problemFor(r *http.Request, err error) Problem {
+	var he *httpError
+	if errors.As(err, &he) {
+		return Problem{Status: he.status, Detail: he.detail, Errors: he.fields}
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Problem{Status: http.StatusNotFound, Detail: notFoundDetail(r)}
+	case errors.Is(err, store.ErrConflict):
+		return Problem{Status: http.StatusConflict, Detail: "already exists: " + err.Error()}
+	case errors.Is(err, store.ErrInvalid):
+		return Problem{Status: http.StatusBadRequest, Detail: err.Error()}
+	case errors.Is(err, sshpool.ErrAuth):
+		return Problem{Status: http.StatusBadGateway, Title: "SSH authentication failed", Detail: "the system rejected the stored credential; PUT a new one to /v1/systems/{id}/credential (no further attempts are made with this one): " + err.Error()}
+	case errors.Is(err, sshpool.ErrHostKey):
+		return Problem{Status: http.StatusBadGateway, Title: "SSH host key mismatch", Detail: err.Error()}
+	case errors.Is(err, sshpool.ErrUnavailable), errors.Is(err, sshpool.ErrClosed):
+		return Problem{Status: http.StatusServiceUnavailable, Detail: err.Error()}
+	case errors.Is(err, sshpool.ErrConnLost):
+		d := err.Error()
+		if !errors.Is(err, command.ErrNotStarted) {
+			d += " (the command may have run; it was not retried)"
+		}
+		return Problem{Status: http.StatusBadGateway, Title: "SSH connection lost", Detail: d}
+	case errors.Is(err, context.Canceled):
+		return Problem{Status: 499, Title: "Client Closed Request", Detail: "the request was canceled"}
+	case errors.Is(err, context.DeadlineExceeded):
+		return Problem{Status: http.StatusGatewayTimeout, Detail: err.Error()}
+	}
+	s.log.Error("internal error", "path", r.URL.Path, "err", err)
+	return Problem{Status: http.StatusInternalServerError, Detail: "internal error; see the server log"}
+}
+
+func notFoundDetail(r *http.Request) string {
+	if id := r.PathValue("id"); id != "" {
+		return fmt.Sprintf("no system %q (or no credential for it) for this user", id)
+	}
+	if name := r.PathValue("name"); name != "" {
+		return fmt.Sprintf("no named credential %q for this user", name)
+	}
+	return "not found"
+}
+
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic in handler", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				writeProblem(w, r, Problem{Status: http.StatusInternalServerError, Detail: "internal error; see the server log"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter records the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers push data through the wrapper.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap exposes the underlying writer to http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.deps.Store.Ping(ctx); err != nil {
+		s.log.Warn("readiness: store unreachable", "err", err)
+		return errStatus(http.StatusServiceUnavailable, "store unreachable")
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}
+
+func (s *Server) version(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"version": s.deps.Version, "api": "v1"})
+	return nil
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
+	promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	return nil
+}

@@ -1,0 +1,188 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/secret"
+	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/store"
+)
+
+// Config holds the HTTP layer's settings.
+type Config struct {
+	// MaxBodyBytes caps JSON request bodies (default 1 MiB).
+	MaxBodyBytes int64 `yaml:"max_body_bytes" env:"MAX_BODY_BYTES"`
+	// MaxFanout caps how many systems one POST /v1/commands runs on at once (default 32).
+	MaxFanout int `yaml:"max_fanout" env:"MAX_FANOUT"`
+}
+
+// Pool is what the API needs from the SSH connection pool.
+type Pool interface {
+	command.Sessions
+	SFTP(ctx context.Context, t sshpool.Target) (*sshpool.SharedSFTP, error)
+	DedicatedSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error)
+	Check(ctx context.Context, t sshpool.Target) error
+	Forget(system string)
+}
+
+// Verifier authenticates bearer tokens.
+type Verifier interface {
+	Verify(ctx context.Context, token string) (auth.Principal, error)
+}
+
+// Deps are the server's collaborators.
+type Deps struct {
+	Store    store.Store
+	Keyring  *secret.Keyring
+	Pool     Pool
+	Verifier Verifier
+	Log      *slog.Logger
+	// Registry receives the HTTP metrics; nil means a private registry.
+	Registry *prometheus.Registry
+	// Gatherer serves /metrics; defaults to Registry.
+	Gatherer prometheus.Gatherer
+	Version  string
+}
+
+// Server serves the HTTP API.
+type Server struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+
+	reqDuration *prometheus.HistogramVec
+
+	targets sync.Map // targetKey -> sshpool.Target: parsed signers, so keys are decrypted once
+}
+
+// New builds a Server.
+func New(cfg Config, d Deps) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxFanout <= 0 {
+		cfg.MaxFanout = 32
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
+	if d.Gatherer == nil {
+		d.Gatherer = d.Registry
+	}
+	s := &Server{cfg: cfg, deps: d, log: d.Log}
+	s.reqDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sshapi_http_request_duration_seconds",
+		Help:    "HTTP request latency by route and status code.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	}, []string{"route", "code"})
+	d.Registry.MustRegister(s.reqDuration)
+	return s
+}
+
+type targetKey struct {
+	owner, system string
+	generation    int64
+	updated       time.Time
+}
+
+// target loads the caller's system and credential and returns how to reach it. Unknown or
+// foreign systems are 404; a system without the caller's credential is 409.
+func (s *Server) target(ctx context.Context, owner, id string) (sshpool.Target, *store.System, error) {
+	sys, err := s.deps.Store.GetSystem(ctx, owner, id)
+	if err != nil {
+		return sshpool.Target{}, nil, err
+	}
+	cred, err := s.deps.Store.GetCredential(ctx, owner, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return sshpool.Target{}, nil, errStatus(http.StatusConflict, "system %q has no credential: PUT /v1/systems/%s/credential first", id, id)
+	}
+	if err != nil {
+		return sshpool.Target{}, nil, err
+	}
+	key := targetKey{owner: owner, system: id, generation: cred.Generation, updated: sys.UpdatedAt}
+	if t, ok := s.targets.Load(key); ok {
+		return t.(sshpool.Target), sys, nil
+	}
+	t, err := s.buildTarget(sys, cred)
+	if err != nil {
+		return sshpool.Target{}, nil, err
+	}
+	s.targets.Range(func(k, _ any) bool { // drop stale versions of this system
+		if tk := k.(targetKey); tk.owner == owner && tk.system == id {
+			s.targets.Delete(k)
+		}
+		return true
+	})
+	s.targets.Store(key, t)
+	return t, sys, nil
+}
+
+func poolSystem(owner, id string) string { return owner + "/" + id }
+
+func (s *Server) buildTarget(sys *store.System, cred *store.Credential) (sshpool.Target, error) {
+	plain, err := s.deps.Keyring.Open(cred.Sealed, credentialAAD(cred.Owner, cred.SystemID, cred.Username))
+	if err != nil {
+		return sshpool.Target{}, fmt.Errorf("open credential for %s: %w", sys.ID, err)
+	}
+	signer, err := signerFromSealed(plain, cred.Certificate)
+	if err != nil {
+		return sshpool.Target{}, fmt.Errorf("stored credential for %s: %w", sys.ID, err)
+	}
+	owner, id := sys.Owner, sys.ID
+	cb, err := sshpool.HostKeyPolicy{
+		Keys:            sys.HostKeys,
+		Fingerprints:    sys.HostKeyFingerprints,
+		TrustOnFirstUse: sys.TrustOnFirstUse,
+		Learn:           func(k ssh.PublicKey) error { return s.learnHostKey(owner, id, k) },
+	}.Callback()
+	if err != nil {
+		return sshpool.Target{}, errStatus(http.StatusConflict, "system %q: %v", sys.ID, err)
+	}
+	return sshpool.Target{
+		Key:         sshpool.Key{System: poolSystem(sys.Owner, sys.ID), User: cred.Username, Credential: cred.PublicKeyFingerprint + "#" + strconv.FormatInt(cred.Generation, 10)},
+		Addr:        net.JoinHostPort(sys.Host, strconv.Itoa(sys.Port)),
+		Config:      &ssh.ClientConfig{User: cred.Username, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: cb},
+		MaxSessions: sys.MaxSessions,
+	}, nil
+}
+
+// learnHostKey pins a key accepted on first use, so later connections verify it strictly.
+func (s *Server) learnHostKey(owner, id string, k ssh.PublicKey) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sys, err := s.deps.Store.GetSystem(ctx, owner, id)
+	if err != nil {
+		return fmt.Errorf("load system: %w", err)
+	}
+	if len(sys.HostKeys) > 0 || len(sys.HostKeyFingerprints) > 0 {
+		return nil // another connection pinned it first; its check already ran
+	}
+	line := string(ssh.MarshalAuthorizedKey(k))
+	sys.HostKeys = []string{line[:len(line)-1]}
+	sys.TrustOnFirstUse = false
+	if err := s.deps.Store.UpdateSystem(ctx, sys); err != nil {
+		return fmt.Errorf("pin host key: %w", err)
+	}
+	s.log.Info("host key pinned on first use", "owner", owner, "system", id, "fingerprint", ssh.FingerprintSHA256(k))
+	return nil
+}
+
+func credentialAAD(owner, system, username string) []byte {
+	return []byte("sshapi-credential\x00" + owner + "\x00" + system + "\x00" + username)
+}

@@ -1,0 +1,236 @@
+package api
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/store"
+	"github.com/sshapi/sshapi/internal/sshpool"
+)
+
+// systemJSON is a system as the API shows and accepts it.
+type systemJSON struct {
+	ID                  string    `json:"id"`
+	Host                string    `json:"host"`
+	Port                int       `json:"port"`
+	HostKeys            []string  `json:"host_keys"`
+	HostKeyFingerprints []string  `json:"host_key_fingerprints"`
+	TrustOnFirstUse     bool      `json:"trust_on_first_use"`
+	MaxSessions         int       `json:"max_sessions"`
+	RootDir             string    `json:"root_dir,omitempty"`
+	Description         string    `json:"description"`
+	HasCredential       *bool     `json:"has_credential,omitempty"`
+	CreatedAt           time.Time `json:"created_at"`
+	UpdatedAt           time.Time `json:"updated_at"`
+}
+
+func toSystemJSON(s *store.System) systemJSON {
+	j := systemJSON{ID: s.ID, Host: s.Host, Port: s.Port, HostKeys: s.HostKeys, HostKeyFingerprints: s.HostKeyFingerprints,
+		TrustOnFirstUse: s.TrustOnFirstUse, MaxSessions: s.MaxSessions, RootDir: s.RootDir, Description: s.Description,
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	if j.HostKeys == nil {
+		j.HostKeys = []string{}
+	}
+	if j.HostKeyFingerprints == nil {
+		j.HostKeyFingerprints = []string{}
+	}
+	return j
+}
+
+var (
+	idPattern          = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	fingerprintPattern = regexp.MustCompile(`^SHA256:[A-Za-z0-9+/]{43}$`)
+	hostPattern        = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.:-]*[A-Za-z0-9])?$`)
+)
+
+// validateSystem checks a system's fields and fills defaults.
+func validateSystem(s *store.System) error {
+	if !idPattern.MatchString(s.ID) {
+		return badField("id", "must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	s.Host = strings.TrimSuffix(strings.TrimPrefix(s.Host, "["), "]")
+	if s.Host == "" {
+		return badField("host", "is required")
+	}
+	if !hostPattern.MatchString(s.Host) || len(s.Host) > 253 {
+		return badField("host", "must be a hostname or IP address")
+	}
+	if s.Port == 0 {
+		s.Port = 22
+	}
+	if s.Port < 1 || s.Port > 65535 {
+		return badField("port", "must be between 1 and 65535")
+	}
+	if s.MaxSessions == 0 {
+		s.MaxSessions = 10
+	}
+	if s.MaxSessions < 1 || s.MaxSessions > 1000 {
+		return badField("max_sessions", "must be between 1 and 1000 (the server's MaxSessions)")
+	}
+	if err := sshpool.ParseHostKeys(s.HostKeys); err != nil {
+		return badField("host_keys", "%v", err)
+	}
+	for i, f := range s.HostKeyFingerprints {
+		if !fingerprintPattern.MatchString(f) {
+			return badField("host_key_fingerprints", "entry %d is not a SHA256 fingerprint like SHA256:<43 base64 characters> (ssh-keygen -lf)", i)
+		}
+	}
+	if len(s.HostKeys) == 0 && len(s.HostKeyFingerprints) == 0 && !s.TrustOnFirstUse {
+		return badField("host_keys", "give host_keys or host_key_fingerprints (from ssh-keyscan / ssh-keygen -lf), or set trust_on_first_use to true explicitly")
+	}
+	if s.RootDir != "" && !strings.HasPrefix(s.RootDir, "/") {
+		return badField("root_dir", "must be an absolute path")
+	}
+	if len(s.Description) > 1000 {
+		return badField("description", "must be at most 1000 characters")
+	}
+	return nil
+}
+
+type createSystemRequest struct {
+	ID                  string   `json:"id"`
+	Host                string   `json:"host"`
+	Port                int      `json:"port"`
+	HostKeys            []string `json:"host_keys"`
+	HostKeyFingerprints []string `json:"host_key_fingerprints"`
+	TrustOnFirstUse     bool     `json:"trust_on_first_use"`
+	MaxSessions         int      `json:"max_sessions"`
+	RootDir             string   `json:"root_dir"`
+	Description         string   `json:"description"`
+}
+
+func (s *Server) createSystem(w http.ResponseWriter, r *http.Request) error {
+	var req createSystemRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	p := principal(r)
+	sys := &store.System{Owner: p.User, ID: req.ID, Host: req.Host, Port: req.Port, HostKeys: req.HostKeys,
+		HostKeyFingerprints: req.HostKeyFingerprints, TrustOnFirstUse: req.TrustOnFirstUse, MaxSessions: req.MaxSessions,
+		RootDir: req.RootDir, Description: req.Description}
+	if err := validateSystem(sys); err != nil {
+		return err
+	}
+	if err := s.deps.Store.CreateSystem(r.Context(), sys); err != nil {
+		return err
+	}
+	s.audit(r, "system.create", sys.ID, sys.Host)
+	w.Header().Set("Location", "/v1/systems/"+sys.ID)
+	writeJSON(w, http.StatusCreated, toSystemJSON(sys))
+	return nil
+}
+
+func (s *Server) listSystems(w http.ResponseWriter, r *http.Request) error {
+	systems, err := s.deps.Store.ListSystems(r.Context(), principal(r).User)
+	if err != nil {
+		return err
+	}
+	out := make([]systemJSON, 0, len(systems))
+	for i := range systems {
+		out = append(out, toSystemJSON(&systems[i]))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"systems": out})
+	return nil
+}
+
+func (s *Server) getSystem(w http.ResponseWriter, r *http.Request) error {
+	sys, err := s.deps.Store.GetSystem(r.Context(), principal(r).User, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	j := toSystemJSON(sys)
+	_, cerr := s.deps.Store.GetCredential(r.Context(), sys.Owner, sys.ID)
+	has := cerr == nil
+	j.HasCredential = &has
+	writeJSON(w, http.StatusOK, j)
+	return nil
+}
+
+// patchSystemRequest has pointer fields: only the fields present change.
+type patchSystemRequest struct {
+	Host                *string   `json:"host"`
+	Port                *int      `json:"port"`
+	HostKeys            *[]string `json:"host_keys"`
+	HostKeyFingerprints *[]string `json:"host_key_fingerprints"`
+	TrustOnFirstUse     *bool     `json:"trust_on_first_use"`
+	MaxSessions         *int      `json:"max_sessions"`
+	RootDir             *string   `json:"root_dir"`
+	Description         *string   `json:"description"`
+}
+
+func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
+	var req patchSystemRequest
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	sys, err := s.deps.Store.GetSystem(r.Context(), principal(r).User, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	set := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&sys.Host, req.Host)
+	set(&sys.RootDir, req.RootDir)
+	set(&sys.Description, req.Description)
+	if req.Port != nil {
+		sys.Port = *req.Port
+	}
+	if req.HostKeys != nil {
+		sys.HostKeys = *req.HostKeys
+	}
+	if req.HostKeyFingerprints != nil {
+		sys.HostKeyFingerprints = *req.HostKeyFingerprints
+	}
+	if req.TrustOnFirstUse != nil {
+		sys.TrustOnFirstUse = *req.TrustOnFirstUse
+	}
+	if req.MaxSessions != nil {
+		sys.MaxSessions = *req.MaxSessions
+	}
+	if err := validateSystem(sys); err != nil {
+		return err
+	}
+	if err := s.deps.Store.UpdateSystem(r.Context(), sys); err != nil {
+		return err
+	}
+	s.deps.Pool.Forget(poolSystem(sys.Owner, sys.ID))
+	s.audit(r, "system.update", sys.ID, "")
+	writeJSON(w, http.StatusOK, toSystemJSON(sys))
+	return nil
+}
+
+func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	id := r.PathValue("id")
+	if err := s.deps.Store.DeleteSystem(r.Context(), p.User, id); err != nil {
+		return err
+	}
+	s.deps.Pool.Forget(poolSystem(p.User, id))
+	s.audit(r, "system.delete", id, "")
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func principal(r *http.Request) auth.Principal {
+	p, _ := auth.FromContext(r.Context())
+	return p
+}
+
+// audit records a security-relevant action; a failure is logged, not returned.
+func (s *Server) audit(r *http.Request, action, system, detail string) {
+	e := store.AuditEntry{Owner: principal(r).User, Action: action, SystemID: system, Detail: detail}
+	if err := s.deps.Store.AppendAudit(r.Context(), e); err != nil {
+		s.log.Error("audit log write failed", "action", action, "err", err)
+	}
+}
+
+// fingerprint is the SHA256 fingerprint of k.
+func fingerprint(k ssh.PublicKey) string { return ssh.FingerprintSHA256(k) }

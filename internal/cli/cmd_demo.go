@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/config"
+	"github.com/sshapi/sshapi/internal/service"
+	"github.com/sshapi/sshapi/internal/sshtest"
+)
+
+type demoOptions struct {
+	addr string
+	keep bool
+}
+
+func newDemoCmd() *cobra.Command {
+	var o demoOptions
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Start a throwaway local sshd and sshapi, register the sshd as system \"demo\" and run a command through the API (needs root for the sshd test user)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDemo(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&o.addr, "addr", "127.0.0.1:0", "HTTP listen address for the demo service")
+	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep running after the demo command so you can try the API (Ctrl-C stops)")
+	return cmd
+}
+
+func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
+	srv, err := sshtest.Start(ctx, sshtest.Options{})
+	if err != nil {
+		return fmt.Errorf("start demo sshd: %w", err)
+	}
+	defer srv.Close()
+	dataDir, err := os.MkdirTemp("", "sshapi-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dataDir)
+	cfg := config.Default()
+	cfg.DataDir, cfg.Addr, cfg.LogLevel = dataDir, o.addr, "warn"
+	svc, err := service.New(ctx, cfg, newLogger(cfg, stderr))
+	if err != nil {
+		return err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = svc.Stop(sctx)
+	}()
+	sec, err := service.DevSecret(dataDir)
+	if err != nil {
+		return err
+	}
+	tok, err := auth.IssueHS256(sec, "demo-user", 12*time.Hour, time.Now())
+	if err != nil {
+		return err
+	}
+	base := "http://" + svc.Addr()
+	call := func(method, path string, body any) (string, error) {
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 300 {
+			return "", fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, out)
+		}
+		return string(out), nil
+	}
+	fmt.Fprintf(stdout, "local sshd on %s (user %s), sshapi on %s\n\n", srv.Addr, srv.User, base)
+	steps := []struct {
+		what, method, path string
+		body               any
+	}{
+		{"register the sshd as system \"demo\"", "POST", "/v1/systems", map[string]any{"id": "demo", "host": srv.Host, "port": srv.Port, "host_keys": []string{srv.AuthorizedHostKey()}}},
+		{"store the credential (encrypted; only metadata comes back)", "PUT", "/v1/systems/demo/credential", map[string]any{"username": srv.User, "private_key": string(srv.PrivateKeyPEM)}},
+		{"run a command", "POST", "/v1/systems/demo/commands", map[string]any{"command": "uname -a; uptime"}},
+	}
+	for _, s := range steps {
+		out, err := call(s.method, s.path, s.body)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "# %s\n%s %s\n%s\n", s.what, s.method, s.path, out)
+	}
+	if !o.keep {
+		return nil
+	}
+	fmt.Fprintf(stdout, "Try it:\n  export SSHAPI_URL=%s SSHAPI_TOKEN=%s\n  curl -s -X POST $SSHAPI_URL/v1/systems/demo/commands -H \"Authorization: Bearer $SSHAPI_TOKEN\" -d '{\"command\":\"ls -la\"}'\nCtrl-C stops.\n", base, tok)
+	<-ctx.Done()
+	return nil
+}

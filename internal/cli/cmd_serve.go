@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/service"
+)
+
+type serveOptions struct {
+	globalOptions
+	printToken string
+}
+
+func newServeCmd() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the HTTP API (embedded SQLite and generated secrets by default)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServe(cmd, o)
+		},
+	}
+	o.addFlags(cmd, true)
+	cmd.Flags().StringVar(&o.printToken, "print-token", "", "print a 12-hour dev token and a curl quickstart for this user at start-up")
+	return cmd
+}
+
+func runServe(cmd *cobra.Command, o serveOptions) error {
+	cfg, err := o.load()
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, cmd.ErrOrStderr())
+	svc, err := service.New(cmd.Context(), cfg, log)
+	if err != nil {
+		return err
+	}
+	if o.printToken != "" {
+		sec, err := service.DevSecret(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		tok, err := auth.IssueHS256(sec, o.printToken, 12*time.Hour, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), quickstart, o.printToken, tok, cfg.Addr)
+	}
+	return svc.Run(cmd.Context())
+}
+
+const quickstart = `
+sshapi dev token for user %q (valid 12 h):
+
+  export SSHAPI_TOKEN=%s
+  export SSHAPI_URL=http://%s
+
+Quickstart (any SSH server you can log in to; a local one works):
+
+  # 1. register a system with its host key (ssh-keyscan prints it)
+  curl -s -X POST $SSHAPI_URL/v1/systems -H "Authorization: Bearer $SSHAPI_TOKEN" \
+    -d "{\"id\":\"local\",\"host\":\"127.0.0.1\",\"port\":22,\"host_keys\":[\"$(ssh-keyscan -t ed25519 127.0.0.1 2>/dev/null | cut -d' ' -f2-)\"]}"
+  # 2. store your credential for it (encrypted at rest, never returned)
+  jq -n --arg u "$USER" --rawfile k ~/.ssh/id_ed25519 '{username:$u, private_key:$k}' | \
+    curl -s -X PUT $SSHAPI_URL/v1/systems/local/credential -H "Authorization: Bearer $SSHAPI_TOKEN" -d @-
+  # 3. run a command
+  curl -s -X POST $SSHAPI_URL/v1/systems/local/commands -H "Authorization: Bearer $SSHAPI_TOKEN" -d '{"command":"uptime"}'
+
+API document: $SSHAPI_URL/openapi.json   Metrics: $SSHAPI_URL/metrics
+
+`

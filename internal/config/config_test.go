@@ -1,0 +1,52 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestLoadLayers(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sshapi.yaml")
+	if err := os.WriteFile(file, []byte("addr: 0.0.0.0:9000\npool:\n  max_conns_per_key: 3\n  idle_timeout: 2m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SSHAPI_DATA_DIR", "/var/lib/sshapi")
+	t.Setenv("SSHAPI_POOL_MAX_DIALS_PER_HOST", "2")
+	t.Setenv("SSHAPI_POOL_MAX_CONNS_PER_KEY", "4")
+	cfg, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		got, want any
+	}{
+		{"file value", cfg.Addr, "0.0.0.0:9000"},
+		{"env value", cfg.DataDir, "/var/lib/sshapi"},
+		{"nested env", cfg.Pool.MaxDialsPerHost, 2},
+		{"env beats file", cfg.Pool.MaxConnsPerKey, 4},
+		{"duration from file", cfg.Pool.IdleTimeout, 2 * time.Minute},
+		{"default kept", cfg.LogLevel, "info"},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	_ = os.WriteFile(bad, []byte("adr: typo\n"), 0o600)
+	if _, err := Load(bad); err == nil {
+		t.Error("unknown key in config file accepted")
+	}
+	t.Setenv("SSHAPI_LOG_LEVEL", "loud")
+	if _, err := Load(""); err == nil {
+		t.Error("invalid log level accepted")
+	}
+}

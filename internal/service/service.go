@@ -1,0 +1,166 @@
+// Package service assembles a running sshapi from its configuration: the data directory and its
+// generated secrets, the store, the credential keyring, the token verifier, the SSH pool and the
+// HTTP server, and starts and stops them in order.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sshapi/sshapi/internal/api"
+	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/config"
+	"github.com/sshapi/sshapi/internal/secret"
+	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/store/sqlite"
+)
+
+// Files inside the data directory.
+const (
+	MasterKeyFile = "master.key"
+	JWTSecretFile = "jwt-secret"
+	DatabaseFile  = "sshapi.db"
+)
+
+// Version is the build's version, set by the linker (-X) or left as "dev".
+var Version = "dev"
+
+// Service is one running sshapi instance.
+type Service struct {
+	cfg      config.Config
+	log      *slog.Logger
+	db       *sqlite.DB
+	verifier *auth.Verifier
+	pool     *sshpool.Pool
+	api      *api.Server
+	http     *http.Server
+	ln       net.Listener
+	served   chan error
+}
+
+// DevSecret loads (creating if needed) the data directory's HS256 secret for development tokens.
+func DevSecret(dataDir string) ([]byte, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	return secret.LoadOrCreateSecretFile(filepath.Join(dataDir, JWTSecretFile), 32)
+}
+
+// New opens everything the service needs; nothing listens until Start.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	keyID, key, err := secret.LoadOrCreateKeyFile(filepath.Join(cfg.DataDir, MasterKeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("credential master key: %w", err)
+	}
+	keyring, err := secret.NewKeyring(keyID, map[string][]byte{keyID: key})
+	if err != nil {
+		return nil, fmt.Errorf("keyring: %w", err)
+	}
+	authCfg := auth.Config{JWKSURL: cfg.Auth.JWKSURL, Issuer: cfg.Auth.Issuer, Audience: cfg.Auth.Audience}
+	if !cfg.Auth.DisableDevSecret {
+		if authCfg.HS256Secret, err = DevSecret(cfg.DataDir); err != nil {
+			return nil, fmt.Errorf("dev JWT secret: %w", err)
+		}
+	}
+	verifier, err := auth.New(ctx, authCfg)
+	if err != nil {
+		return nil, fmt.Errorf("token verifier: %w", err)
+	}
+	dbPath := cfg.Database
+	if dbPath == "" {
+		dbPath = filepath.Join(cfg.DataDir, DatabaseFile)
+	}
+	db, err := sqlite.Open(ctx, dbPath)
+	if err != nil {
+		verifier.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pool := sshpool.New(cfg.Pool, log.With("component", "sshpool"), reg)
+	srv := api.New(cfg.HTTP, api.Deps{
+		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier,
+		Log: log.With("component", "api"), Registry: reg, Version: Version,
+	})
+	return &Service{cfg: cfg, log: log, db: db, verifier: verifier, pool: pool, api: srv, served: make(chan error, 1)}, nil
+}
+
+// Start listens on the configured address and serves in the background.
+func (s *Service) Start(ctx context.Context) error {
+	if err := s.pool.Start(ctx); err != nil {
+		return fmt.Errorf("pool: %w", err)
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	s.ln = ln
+	s.http = &http.Server{
+		Handler:           s.api.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	go func() { s.served <- s.http.Serve(ln) }()
+	s.log.Info("sshapi listening", "addr", ln.Addr().String(), "data_dir", s.cfg.DataDir, "version", Version)
+	return nil
+}
+
+// Addr is the address the service listens on (useful with port 0).
+func (s *Service) Addr() string { return s.ln.Addr().String() }
+
+// Stop stops accepting requests, drains in-flight ones and SSH work within ctx, then closes
+// the pool, the verifier and the store.
+func (s *Service) Stop(ctx context.Context) error {
+	var errs []error
+	if s.http != nil {
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+		if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("http serve: %w", err))
+		}
+	}
+	if err := s.pool.Stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.verifier.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("verifier: %w", err))
+	}
+	if err := s.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("store: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Run starts the service and blocks until ctx ends, then stops it within the shutdown timeout.
+func (s *Service) Run(ctx context.Context) error {
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-s.served:
+		s.served <- err
+	}
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	stopCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	return s.Stop(stopCtx)
+}
