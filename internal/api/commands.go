@@ -164,4 +164,3 @@ func (s *Server) runMany(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{"results": results})
 	return nil
 }
-

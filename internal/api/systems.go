@@ -9,8 +9,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sshapi/sshapi/internal/auth"
-	"github.com/sshapi/sshapi/internal/store"
 	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/store"
 )
 
 // systemJSON is a system as the API shows and accepts it.
