@@ -1,0 +1,347 @@
+package files
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+)
+
+// maxCommandOutput caps what is kept of a command's stdout and stderr.
+const maxCommandOutput = 64 << 10
+
+// shellQuote quotes s as one word for a POSIX shell: it is wrapped in single quotes and each
+// single quote inside is written as quote, backslash, quote, quote (close, escaped quote, reopen).
+// Nothing inside single quotes is special to sh, bash, dash, ksh or zsh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// commandLine quotes every word of argv and prefixes `env LC_ALL=C` so that error messages are
+// in English for classification (and `env` works from csh-family login shells too).
+func commandLine(argv ...string) string {
+	var b strings.Builder
+	b.WriteString("env LC_ALL=C")
+	for _, a := range argv {
+		b.WriteByte(' ')
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+// cappedBuffer keeps the first max bytes written to it and discards the rest.
+type cappedBuffer struct {
+	buf bytes.Buffer
+	max int
+}
+
+// Write implements io.Writer; it never fails, so a chatty command is not cut off.
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// command runs argv on the server for op on p and returns its stdout. A nonzero exit status
+// is an error classified from the command's stderr.
+func (f *FS) command(ctx context.Context, op, p string, argv ...string) ([]byte, error) {
+	if f.run == nil {
+		return nil, newErr(op, p, errors.ErrUnsupported, errors.New("no command runner configured"))
+	}
+	if err := checkCtx(ctx, op, p); err != nil {
+		return nil, err
+	}
+	stdout := &cappedBuffer{max: maxCommandOutput}
+	stderr := &cappedBuffer{max: maxCommandOutput}
+	status, err := f.run.Run(ctx, commandLine(argv...), nil, stdout, stderr)
+	if err != nil {
+		return nil, wrap(op, p, err)
+	}
+	if status == 0 {
+		return stdout.buf.Bytes(), nil
+	}
+	msg := strings.TrimSpace(stderr.buf.String())
+	cause := fmt.Errorf("%s exited with status %d: %s", argv[0], status, msg)
+	if status == 127 {
+		return nil, newErr(op, p, errors.ErrUnsupported, cause)
+	}
+	return nil, &Error{Op: op, Path: p, Kind: classifyText(msg), Err: cause}
+}
+
+// CopyOptions controls Copy.
+type CopyOptions struct {
+	// Recursive copies directories with their contents.
+	Recursive bool
+	// Overwrite allows an existing destination (files are replaced, directories merged).
+	Overwrite bool
+	// Dereference copies what symlinks point to instead of the links. With a RootDir only the
+	// source itself is dereferenced (cp -H), since links below it may lead outside the root.
+	Dereference bool
+}
+
+// Copy copies src to dst on the server with `cp` (the data never passes through sshapi). dst
+// is the new name itself, never a directory to copy into (cp -T).
+func (f *FS) Copy(ctx context.Context, src, dst string, opts CopyOptions) error {
+	const op = "copy"
+	from, err := f.resolve(ctx, op, src, opts.Dereference)
+	if err != nil {
+		return err
+	}
+	to, err := f.resolve(ctx, op, dst, false)
+	if err != nil {
+		return err
+	}
+	fromEntry, err := f.stat(ctx, op, from, opts.Dereference)
+	if err != nil {
+		return err
+	}
+	srcDir := fromEntry.Type == TypeDir
+	if srcDir && !opts.Recursive {
+		return newErr(op, from, ErrIsDir, errors.New("copying a directory needs recursive"))
+	}
+	if fi, ok, err := f.exists(to); err != nil {
+		return f.dirAwareErr(op, to, err)
+	} else if ok {
+		switch {
+		case !opts.Overwrite:
+			return newErr(op, to, fs.ErrExist, nil)
+		case srcDir && !fi.IsDir():
+			return newErr(op, to, ErrNotDir, nil)
+		case !srcDir && fi.IsDir():
+			return newErr(op, to, ErrIsDir, nil)
+		}
+	}
+	argv := []string{"cp"}
+	if opts.Recursive {
+		argv = append(argv, "-R")
+	}
+	lexRoot, _, err := f.rootDir(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !opts.Dereference:
+		argv = append(argv, "-P")
+	case lexRoot != "":
+		argv = append(argv, "-H")
+	default:
+		argv = append(argv, "-L")
+	}
+	argv = append(argv, "-T", "--", from, to)
+	_, err = f.command(ctx, op, to, argv...)
+	return err
+}
+
+// Chown changes the owner and/or group of p with `chown`, so names as well as numeric ids are
+// accepted. Either may be empty, not both. With recursive, symlinks below p are not followed.
+func (f *FS) Chown(ctx context.Context, p, owner, group string, recursive bool) error {
+	const op = "chown"
+	if owner == "" && group == "" {
+		return newErr(op, p, ErrInvalid, errors.New("owner or group required"))
+	}
+	for _, s := range []string{owner, group} {
+		if strings.ContainsAny(s, ":\x00\n") {
+			return newErr(op, p, ErrInvalid, fmt.Errorf("bad owner or group %q", s))
+		}
+	}
+	abs, err := f.resolve(ctx, op, p, true)
+	if err != nil {
+		return err
+	}
+	if _, err := f.stat(ctx, op, abs, true); err != nil {
+		return err
+	}
+	spec := owner
+	if group != "" {
+		spec += ":" + group
+	}
+	argv := []string{"chown"}
+	if recursive {
+		argv = append(argv, "-R")
+	}
+	argv = append(argv, "--", spec, abs)
+	_, err = f.command(ctx, op, abs, argv...)
+	return err
+}
+
+// tarFlag returns tar's compression flag for a Compress format.
+func tarFlag(format string) (flag string, ok bool) {
+	switch format {
+	case "tar":
+		return "", true
+	case "tar.gz":
+		return "-z", true
+	case "tar.bz2":
+		return "-j", true
+	case "tar.xz":
+		return "-J", true
+	}
+	return "", false
+}
+
+// Compress creates archive from sources with `tar` on the server, each source stored under its
+// base name. format is "tar", "tar.gz", "tar.bz2" or "tar.xz". tar writes to a temporary name in
+// the archive's directory that is renamed into place when complete; an existing archive is
+// refused with fs.ErrExist. Symlinks are archived as links.
+func (f *FS) Compress(ctx context.Context, sources []string, archive, format string) error {
+	const op = "compress"
+	flag, ok := tarFlag(format)
+	if !ok {
+		return newErr(op, archive, ErrInvalid, fmt.Errorf("unknown archive format %q (want tar, tar.gz, tar.bz2 or tar.xz)", format))
+	}
+	if len(sources) == 0 {
+		return newErr(op, archive, ErrInvalid, errors.New("no sources"))
+	}
+	dst, err := f.resolve(ctx, op, archive, false)
+	if err != nil {
+		return err
+	}
+	if _, ok, err := f.exists(dst); err != nil {
+		return f.dirAwareErr(op, dst, err)
+	} else if ok {
+		return newErr(op, dst, fs.ErrExist, nil)
+	}
+	// The temporary archive is created before tar runs and excluded by name, so an archive
+	// placed inside one of its sources neither contains itself nor makes tar see the directory
+	// change while reading it.
+	tmp := path.Join(path.Dir(dst), tempName(path.Base(dst)))
+	argv := []string{"tar", "-c", "--no-unquote", "--no-wildcards", "--exclude=" + path.Base(tmp)}
+	if flag != "" {
+		argv = append(argv, flag)
+	}
+	argv = append(argv, "-f", tmp)
+	for _, s := range sources {
+		abs, err := f.resolve(ctx, op, s, false)
+		if err != nil {
+			return err
+		}
+		if abs == "/" {
+			return newErr(op, abs, ErrInvalid, errors.New("cannot archive /"))
+		}
+		if _, err := f.stat(ctx, op, abs, false); err != nil {
+			return err
+		}
+		// -C is positional; --add-file takes the name as data even when it starts with "-".
+		argv = append(argv, "-C", path.Dir(abs), "--add-file="+path.Base(abs))
+	}
+	file, err := f.c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return f.writeErr(op, dst, err)
+	}
+	if err := file.Close(); err != nil {
+		_ = f.c.Remove(tmp)
+		return f.writeErr(op, dst, err)
+	}
+	if _, err := f.command(ctx, op, dst, argv...); err != nil {
+		_ = f.c.Remove(tmp) // best effort; the command's error is the one to report
+		return err
+	}
+	if err := f.rename(op, tmp, dst, false); err != nil {
+		_ = f.c.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// Extract unpacks archive (any format tar recognises) into the existing directory destination
+// with `tar` on the server. GNU tar strips leading "/" and skips ".." members, and defers
+// symlinks with absolute or ".." targets, so members land below destination.
+func (f *FS) Extract(ctx context.Context, archive, destination string) error {
+	const op = "extract"
+	src, err := f.resolve(ctx, op, archive, true)
+	if err != nil {
+		return err
+	}
+	dst, err := f.resolve(ctx, op, destination, true)
+	if err != nil {
+		return err
+	}
+	e, err := f.stat(ctx, op, src, true)
+	if err != nil {
+		return err
+	}
+	if e.Type == TypeDir {
+		return newErr(op, src, ErrIsDir, nil)
+	}
+	d, err := f.stat(ctx, op, dst, true)
+	if err != nil {
+		return err
+	}
+	if d.Type != TypeDir {
+		return newErr(op, dst, ErrNotDir, nil)
+	}
+	_, err = f.command(ctx, op, dst, "tar", "-x", "--no-same-owner", "-f", src, "-C", dst)
+	return err
+}
+
+// checksumTool returns the coreutils command for a Checksum algorithm and its digest size in
+// bytes.
+func checksumTool(algorithm string) (cmd string, size int, ok bool) {
+	switch strings.ToLower(algorithm) {
+	case "sha256":
+		return "sha256sum", 32, true
+	case "sha512":
+		return "sha512sum", 64, true
+	case "sha1":
+		return "sha1sum", 20, true
+	case "md5":
+		return "md5sum", 16, true
+	}
+	return "", 0, false
+}
+
+// Checksum returns the hex digest of file p computed on the server with sha256sum, sha512sum,
+// sha1sum or md5sum; algorithm is "sha256", "sha512", "sha1" or "md5".
+func (f *FS) Checksum(ctx context.Context, p, algorithm string) (string, error) {
+	const op = "checksum"
+	tool, size, ok := checksumTool(algorithm)
+	if !ok {
+		return "", newErr(op, p, ErrInvalid, fmt.Errorf("unknown algorithm %q (want sha256, sha512, sha1 or md5)", algorithm))
+	}
+	abs, err := f.resolve(ctx, op, p, true)
+	if err != nil {
+		return "", err
+	}
+	e, err := f.stat(ctx, op, abs, true)
+	if err != nil {
+		return "", err
+	}
+	if e.Type == TypeDir {
+		return "", newErr(op, abs, ErrIsDir, nil)
+	}
+	out, err := f.command(ctx, op, abs, tool, "-b", "--", abs)
+	if err != nil {
+		return "", err
+	}
+	// "<hex> *<name>"; coreutils prefixes the line with "\" when it escapes the name.
+	line := strings.TrimPrefix(string(out), `\`)
+	sum, _, _ := strings.Cut(line, " ")
+	if b, err := hex.DecodeString(sum); err != nil || len(b) != size {
+		return "", newErr(op, abs, nil, fmt.Errorf("unexpected %s output %q", tool, truncateUTF8(string(out), 200)))
+	}
+	return sum, nil
+}
+
+// FileType describes the content of p with `file -b` (e.g. "ASCII text"). A symlink is
+// described as a link, not followed.
+func (f *FS) FileType(ctx context.Context, p string) (string, error) {
+	const op = "filetype"
+	abs, err := f.resolve(ctx, op, p, false)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.stat(ctx, op, abs, false); err != nil {
+		return "", err
+	}
+	out, err := f.command(ctx, op, abs, "file", "-b", "--", abs)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}

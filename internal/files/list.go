@@ -1,0 +1,384 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkg/sftp"
+)
+
+// Entry types reported in Entry.Type.
+const (
+	TypeFile    = "file"
+	TypeDir     = "dir"
+	TypeSymlink = "symlink"
+	TypeOther   = "other"
+)
+
+// MaxRecursiveEntries bounds a recursive listing: it is sorted in memory, so a larger tree must
+// be listed directory by directory (or narrowed with a pattern).
+const MaxRecursiveEntries = 200_000
+
+// linkWorkers bounds the concurrent readlink requests of one listing.
+const linkWorkers = 32
+
+// Entry describes one remote file as the API reports it.
+type Entry struct {
+	// Name is the base name; in a recursive listing, the path relative to the listed directory.
+	Name string `json:"name"`
+	// Path is the absolute remote path.
+	Path string `json:"path"`
+	// Type is TypeFile, TypeDir, TypeSymlink or TypeOther.
+	Type string `json:"type"`
+	// Size in bytes.
+	Size int64 `json:"size"`
+	// Mode is the permission bits in octal, with setuid/setgid/sticky, e.g. "0644" or "4755".
+	Mode string `json:"mode"`
+	// ModTime is the last modification time.
+	ModTime time.Time `json:"mtime"`
+	// UID and GID are the numeric owner and group (SFTP v3 carries no names).
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// LinkTarget is the symlink's target as stored, for symlinks only.
+	LinkTarget string `json:"link_target,omitempty"`
+}
+
+// ListOptions selects and pages a listing.
+type ListOptions struct {
+	// Limit is the page size; 0 means everything from Offset on.
+	Limit int
+	// Offset is the number of matching entries to skip.
+	Offset int
+	// Pattern, when set, keeps entries whose base name matches it (path.Match syntax).
+	Pattern string
+	// Recursive lists the whole tree below the directory, without following symlinks.
+	Recursive bool
+	// ShowHidden includes names starting with "." (and, recursively, their contents).
+	ShowHidden bool
+}
+
+// Listing is one page of a directory listing.
+type Listing struct {
+	// Path is the absolute path of the listed directory.
+	Path string `json:"path"`
+	// Entries are sorted by Name (bytewise).
+	Entries []Entry `json:"entries"`
+	// Total is the number of entries matching the options, across all pages.
+	Total int `json:"total"`
+	// NextOffset is the Offset of the next page, 0 when this page is the last.
+	NextOffset int `json:"next_offset,omitempty"`
+}
+
+// List lists directory p: one READDIR sequence per directory, readlink only for the symlinks on
+// the returned page (concurrently). Dangling symlinks are listed like any other.
+func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, error) {
+	const op = "list"
+	if opts.Limit < 0 || opts.Offset < 0 {
+		return nil, newErr(op, p, ErrInvalid, errors.New("negative limit or offset"))
+	}
+	if opts.Pattern != "" {
+		if _, err := path.Match(opts.Pattern, ""); err != nil {
+			return nil, newErr(op, p, ErrInvalid, fmt.Errorf("pattern %q: %w", opts.Pattern, err))
+		}
+	}
+	dir, err := f.resolve(ctx, op, p, true)
+	if err != nil {
+		return nil, err
+	}
+	var all []Entry
+	if opts.Recursive {
+		all, err = f.walkList(ctx, dir, opts)
+	} else {
+		all, err = f.readDir(ctx, op, dir, "", opts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(all, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+
+	l := &Listing{Path: dir, Total: len(all)}
+	start := min(opts.Offset, len(all))
+	end := len(all)
+	if opts.Limit > 0 && start+opts.Limit < end {
+		end = start + opts.Limit
+		l.NextOffset = end
+	}
+	l.Entries = all[start:end:end]
+	if err := f.readLinks(ctx, l.Entries); err != nil {
+		return nil, wrap(op, dir, err)
+	}
+	return l, nil
+}
+
+// readDir reads one directory and returns the entries that pass opts' filters, each named
+// prefix+base.
+func (f *FS) readDir(ctx context.Context, op, dir, prefix string, opts ListOptions) ([]Entry, error) {
+	infos, err := f.c.ReadDirContext(ctx, dir)
+	if err != nil {
+		return nil, f.dirErr(ctx, op, dir, err)
+	}
+	out := make([]Entry, 0, len(infos))
+	for _, fi := range infos {
+		name := fi.Name()
+		if !opts.ShowHidden && strings.HasPrefix(name, ".") {
+			continue
+		}
+		if opts.Pattern != "" {
+			if ok, _ := path.Match(opts.Pattern, name); !ok {
+				continue
+			}
+		}
+		out = append(out, entryFromInfo(path.Join(dir, name), prefix+name, fi))
+	}
+	return out, nil
+}
+
+// dirErr classifies a failure to open or read directory dir: OpenSSH maps ENOTDIR to
+// SSH_FX_NO_SUCH_FILE, so a stat tells a file apart from a missing path.
+func (f *FS) dirErr(ctx context.Context, op, dir string, err error) error {
+	if ctx.Err() == nil && (isFailure(err) || errors.Is(err, fs.ErrNotExist)) {
+		if fi, serr := f.c.Stat(dir); serr == nil && !fi.IsDir() {
+			return newErr(op, dir, ErrNotDir, err)
+		}
+	}
+	return wrap(op, dir, err)
+}
+
+// walkList lists the tree below root, reading up to linkWorkers directories at once.
+func (f *FS) walkList(ctx context.Context, root string, opts ListOptions) ([]Entry, error) {
+	const op = "list"
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		all      []Entry
+		firstErr error
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, linkWorkers)
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		mu.Unlock()
+	}
+	var visit func(dir, prefix string)
+	visit = func(dir, prefix string) {
+		defer wg.Done()
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		infos, err := f.c.ReadDirContext(ctx, dir)
+		<-sem
+		if err != nil {
+			fail(f.dirErr(ctx, op, dir, err))
+			return
+		}
+		var mine []Entry
+		for _, fi := range infos {
+			name := fi.Name()
+			if !opts.ShowHidden && strings.HasPrefix(name, ".") {
+				continue
+			}
+			full, rel := path.Join(dir, name), prefix+name
+			if fi.IsDir() { // lstat attributes: a symlink to a directory is not descended into
+				wg.Add(1)
+				go visit(full, rel+"/")
+			}
+			if opts.Pattern != "" {
+				if ok, _ := path.Match(opts.Pattern, name); !ok {
+					continue
+				}
+			}
+			mine = append(mine, entryFromInfo(full, rel, fi))
+		}
+		mu.Lock()
+		all = append(all, mine...)
+		if len(all) > MaxRecursiveEntries && firstErr == nil {
+			firstErr = newErr(op, root, ErrInvalid, fmt.Errorf("more than %d entries: list directories one by one or narrow the pattern", MaxRecursiveEntries))
+			cancel()
+		}
+		mu.Unlock()
+	}
+	wg.Add(1)
+	visit(root, "")
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := checkCtx(ctx, op, root); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// readLinks fills LinkTarget for the symlinks among entries, concurrently.
+func (f *FS) readLinks(ctx context.Context, entries []Entry) error {
+	var idx []int
+	for i := range entries {
+		if entries[i].Type == TypeSymlink {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	return forEach(ctx, min(linkWorkers, len(idx)), idx, func(i int) error {
+		t, err := f.c.ReadLink(entries[i].Path)
+		if err != nil {
+			return wrap("readlink", entries[i].Path, err)
+		}
+		entries[i].LinkTarget = t
+		return nil
+	})
+}
+
+// Stat describes p; with followLinks false a symlink is described itself (with LinkTarget).
+func (f *FS) Stat(ctx context.Context, p string, followLinks bool) (*Entry, error) {
+	const op = "stat"
+	abs, err := f.resolve(ctx, op, p, followLinks)
+	if err != nil {
+		return nil, err
+	}
+	return f.stat(ctx, op, abs, followLinks)
+}
+
+// stat is Stat on a resolved path.
+func (f *FS) stat(ctx context.Context, op, abs string, followLinks bool) (*Entry, error) {
+	if err := checkCtx(ctx, op, abs); err != nil {
+		return nil, err
+	}
+	var fi os.FileInfo
+	var err error
+	if followLinks {
+		fi, err = f.c.Stat(abs)
+	} else {
+		fi, err = f.c.Lstat(abs)
+	}
+	if err != nil {
+		return nil, wrap(op, abs, err)
+	}
+	e := entryFromInfo(abs, path.Base(abs), fi)
+	if e.Type == TypeSymlink {
+		if e.LinkTarget, err = f.c.ReadLink(abs); err != nil {
+			return nil, wrap("readlink", abs, err)
+		}
+	}
+	return &e, nil
+}
+
+// exists reports whether abs exists (without following a final symlink). Errors other than
+// "does not exist" are returned.
+func (f *FS) exists(abs string) (os.FileInfo, bool, error) {
+	fi, err := f.c.Lstat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return fi, true, nil
+}
+
+// entryFromInfo converts SFTP attributes to an Entry.
+func entryFromInfo(abs, name string, fi os.FileInfo) Entry {
+	e := Entry{
+		Name:    name,
+		Path:    abs,
+		Type:    typeOf(fi.Mode()),
+		Size:    fi.Size(),
+		Mode:    modeString(fi.Mode()),
+		ModTime: fi.ModTime().UTC(),
+	}
+	if st, ok := fi.Sys().(*sftp.FileStat); ok {
+		e.UID, e.GID = st.UID, st.GID
+	}
+	return e
+}
+
+// typeOf maps a mode to an Entry type.
+func typeOf(m os.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return TypeFile
+	case m.IsDir():
+		return TypeDir
+	case m&os.ModeSymlink != 0:
+		return TypeSymlink
+	}
+	return TypeOther
+}
+
+// modeString renders permission and setuid/setgid/sticky bits as four octal digits.
+func modeString(m os.FileMode) string {
+	return fmt.Sprintf("%04o", unixPerm(m))
+}
+
+// unixPerm returns the POSIX permission bits of m, special bits included.
+func unixPerm(m os.FileMode) uint32 {
+	bits := uint32(m.Perm())
+	if m&os.ModeSetuid != 0 {
+		bits |= 0o4000
+	}
+	if m&os.ModeSetgid != 0 {
+		bits |= 0o2000
+	}
+	if m&os.ModeSticky != 0 {
+		bits |= 0o1000
+	}
+	return bits
+}
+
+// forEach calls fn for every item with at most n calls in flight and returns the first error.
+// It stops starting new calls after an error or when ctx is done.
+func forEach[T any](ctx context.Context, n int, items []T, fn func(T) error) error {
+	if n < 1 {
+		n = 1
+	}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		sem      = make(chan struct{}, n)
+	)
+	for _, it := range items {
+		mu.Lock()
+		stop := firstErr != nil
+		mu.Unlock()
+		if stop {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			mu.Lock()
+			firstErr = err
+			mu.Unlock()
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(it); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}

@@ -1,0 +1,282 @@
+package files
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"unicode/utf8"
+)
+
+// DefaultFileMode is the mode of uploaded files when UploadOptions.Mode is 0.
+const DefaultFileMode os.FileMode = 0o644
+
+// nameMax is the longest file name (in bytes) common remote file systems accept.
+const nameMax = 255
+
+// tempMarker and tempSuffix frame the random part of temporary names:
+// ".<name>.sshapi-<16 hex digits>.part".
+const (
+	tempMarker = ".sshapi-"
+	tempSuffix = ".part"
+)
+
+// UploadOptions controls Upload.
+type UploadOptions struct {
+	// Overwrite replaces an existing file atomically; without it an existing destination is
+	// refused with fs.ErrExist.
+	Overwrite bool
+	// Parents creates missing parent directories.
+	Parents bool
+	// Mode is the new file's permission bits; 0 means DefaultFileMode.
+	Mode os.FileMode
+	// SHA256 is the expected hex digest of the content; when set and different, the upload is
+	// discarded with ErrChecksumMismatch.
+	SHA256 string
+}
+
+// UploadResult reports a completed upload.
+type UploadResult struct {
+	// Path is the absolute path written.
+	Path string `json:"path"`
+	// Size is the number of bytes written.
+	Size int64 `json:"size"`
+	// SHA256 is the hex digest of the bytes written, computed while streaming.
+	SHA256 string `json:"sha256"`
+}
+
+// Upload streams r into file p. Data goes to a temporary name in the same directory
+// (".<name>.sshapi-<random>.part", see IsTempName) with pipelined concurrent writes and is hashed
+// on the way; only when everything was written (and the digest matches opts.SHA256, if given)
+// is the temporary file renamed into place, atomically replacing an existing file when
+// opts.Overwrite is set. On any error, including ctx cancellation and a reader error, the
+// temporary file is removed and an existing destination is left untouched. (If the connection
+// itself drops, the temporary file cannot be removed and stays behind.)
+func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptions) (*UploadResult, error) {
+	const op = "upload"
+	mode, err := fileMode(op, p, opts.Mode, DefaultFileMode)
+	if err != nil {
+		return nil, err
+	}
+	want := strings.ToLower(opts.SHA256)
+	if want != "" {
+		if b, err := hex.DecodeString(want); err != nil || len(b) != sha256.Size {
+			return nil, newErr(op, p, ErrInvalid, fmt.Errorf("sha256 %q is not 64 hex digits", opts.SHA256))
+		}
+	}
+	abs, err := f.resolve(ctx, op, p, false)
+	if err != nil {
+		return nil, err
+	}
+	if abs == "/" {
+		return nil, newErr(op, abs, ErrIsDir, nil)
+	}
+	dir, name := path.Dir(abs), path.Base(abs)
+	if opts.Parents {
+		if err := f.mkdirAll(ctx, op, dir); err != nil {
+			return nil, err
+		}
+	}
+	if fi, ok, err := f.exists(abs); err != nil {
+		return nil, f.dirAwareErr(op, abs, err)
+	} else if ok && fi.IsDir() {
+		return nil, newErr(op, abs, ErrIsDir, nil)
+	} else if ok && !opts.Overwrite {
+		return nil, newErr(op, abs, fs.ErrExist, nil)
+	}
+	if err := checkCtx(ctx, op, abs); err != nil {
+		return nil, err
+	}
+
+	tmp := path.Join(dir, tempName(name))
+	file, err := f.c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return nil, f.writeErr(op, abs, err)
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			_ = file.Close()
+			_ = f.c.Remove(tmp) // best effort: the error being returned is the one that matters
+		}
+	}()
+	if err := file.Chmod(mode); err != nil {
+		return nil, f.writeErr(op, abs, err)
+	}
+	h := sha256.New()
+	n, err := file.ReadFromWithConcurrency(io.TeeReader(ctxReader{ctx, r}, h), 0)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, wrap(op, abs, ctx.Err())
+		}
+		return nil, f.writeErr(op, abs, err)
+	}
+	if err := file.Close(); err != nil {
+		return nil, f.writeErr(op, abs, err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if want != "" && want != sum {
+		return nil, newErr(op, abs, ErrChecksumMismatch, fmt.Errorf("expected sha256 %s, got %s", want, sum))
+	}
+	if err := checkCtx(ctx, op, abs); err != nil {
+		return nil, err
+	}
+	if err := f.rename(op, tmp, abs, opts.Overwrite); err != nil {
+		return nil, err
+	}
+	keep = true
+	return &UploadResult{Path: abs, Size: n, SHA256: sum}, nil
+}
+
+// rename moves src to dst; with overwrite an existing dst is replaced atomically
+// (posix-rename@openssh.com), without it an existing dst is refused with fs.ErrExist. Error
+// paths name dst.
+func (f *FS) rename(op, src, dst string, overwrite bool) error {
+	var err error
+	switch {
+	case !overwrite:
+		// OpenSSH's SSH_FXP_RENAME is link()+unlink() (or stat-then-rename): it never replaces.
+		err = f.c.Rename(src, dst)
+	case f.hasPosixRename():
+		err = f.c.PosixRename(src, dst)
+	default:
+		if rerr := f.c.Remove(dst); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			return wrap(op, dst, rerr)
+		}
+		err = f.c.Rename(src, dst)
+	}
+	if err == nil {
+		return nil
+	}
+	srcInfo, srcErr := f.c.Lstat(src)
+	if errors.Is(srcErr, fs.ErrNotExist) {
+		return newErr(op, src, fs.ErrNotExist, err)
+	}
+	// SSH_FX_FAILURE covers EEXIST, ENOTEMPTY and EISDIR; ENOTDIR arrives as NO_SUCH_FILE.
+	if isFailure(err) || errors.Is(err, fs.ErrNotExist) {
+		if dstInfo, ok, _ := f.exists(dst); ok {
+			switch {
+			case !overwrite:
+				return newErr(op, dst, fs.ErrExist, err)
+			case srcErr == nil && srcInfo.IsDir() && !dstInfo.IsDir():
+				return newErr(op, dst, ErrNotDir, err)
+			case srcErr == nil && !srcInfo.IsDir() && dstInfo.IsDir():
+				return newErr(op, dst, ErrIsDir, err)
+			case dstInfo.IsDir():
+				return newErr(op, dst, ErrNotEmpty, err)
+			}
+		}
+	}
+	return f.dirAwareErr(op, dst, err)
+}
+
+// hasPosixRename reports whether the server offers posix-rename@openssh.com.
+func (f *FS) hasPosixRename() bool {
+	_, ok := f.c.HasExtension("posix-rename@openssh.com")
+	return ok
+}
+
+// writeErr classifies a failure to create or write below path.Dir(abs): OpenSSH reports
+// ENOSPC, EDQUOT and ENOTDIR as SSH_FX_FAILURE, so a statvfs and a stat tell them apart.
+func (f *FS) writeErr(op, abs string, err error) error {
+	if isFailure(err) {
+		if vfs, verr := f.c.StatVFS(path.Dir(abs)); verr == nil && (vfs.Bavail == 0 || vfs.Favail == 0) {
+			return newErr(op, abs, ErrNoSpace, err)
+		}
+	}
+	return f.dirAwareErr(op, abs, err)
+}
+
+// dirAwareErr turns a failure on abs into ErrNotDir when an ancestor is not a directory.
+func (f *FS) dirAwareErr(op, abs string, err error) error {
+	if isFailure(err) || errors.Is(err, fs.ErrNotExist) {
+		for d := path.Dir(abs); d != "/"; d = path.Dir(d) {
+			fi, serr := f.c.Stat(d)
+			if serr == nil {
+				if !fi.IsDir() {
+					return newErr(op, abs, ErrNotDir, fmt.Errorf("%s is not a directory", d))
+				}
+				break
+			}
+		}
+	}
+	return wrap(op, abs, err)
+}
+
+// mkdirAll creates dir and its missing parents.
+func (f *FS) mkdirAll(ctx context.Context, op, dir string) error {
+	if err := checkCtx(ctx, op, dir); err != nil {
+		return err
+	}
+	if err := f.c.MkdirAll(dir); err != nil {
+		return f.writeErr(op, dir, err)
+	}
+	return nil
+}
+
+// fileMode validates a requested mode (permission and setuid/setgid/sticky bits only) and
+// applies the default for 0.
+func fileMode(op, p string, m, def os.FileMode) (os.FileMode, error) {
+	if m == 0 {
+		return def, nil
+	}
+	if m&^(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 {
+		return 0, newErr(op, p, ErrInvalid, fmt.Errorf("mode %v has bits other than permissions", m))
+	}
+	return m, nil
+}
+
+// tempName returns a fresh hidden temporary name for name, within nameMax bytes.
+func tempName(name string) string {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:]) // crypto/rand.Read never fails on supported platforms
+	extra := 1 + len(tempMarker) + 2*len(rnd) + len(tempSuffix)
+	if len(name)+extra > nameMax {
+		name = truncateUTF8(name, nameMax-extra)
+	}
+	return "." + name + tempMarker + hex.EncodeToString(rnd[:]) + tempSuffix
+}
+
+// IsTempName reports whether a base name is one of the temporary names Upload and Compress
+// write to before renaming into place; listings or cleanup jobs can use it to skip or reap them.
+func IsTempName(name string) bool {
+	i := strings.LastIndex(name, tempMarker)
+	if !strings.HasPrefix(name, ".") || i < 1 || !strings.HasSuffix(name, tempSuffix) {
+		return false
+	}
+	_, err := hex.DecodeString(name[i+len(tempMarker) : len(name)-len(tempSuffix)])
+	return err == nil && len(name)-len(tempSuffix)-i-len(tempMarker) == 16
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a UTF-8 sequence.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// ctxReader fails reads once ctx is done, so a cancelled request stops an upload between
+// chunks.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+// Read implements io.Reader.
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
