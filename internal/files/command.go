@@ -102,8 +102,12 @@ func (f *FS) Copy(ctx context.Context, src, dst string, opts CopyOptions) error 
 		return err
 	}
 	srcDir := fromEntry.Type == TypeDir
-	if srcDir && !opts.Recursive {
+	switch {
+	case srcDir && !opts.Recursive:
 		return newErr(op, from, ErrIsDir, errors.New("copying a directory needs recursive"))
+	case fromEntry.Type == TypeOther && !opts.Recursive:
+		// cp would read a FIFO or device (and block); cp -R recreates it instead.
+		return newErr(op, from, ErrInvalid, errors.New("not a regular file"))
 	}
 	if fi, ok, err := f.exists(to); err != nil {
 		return f.dirAwareErr(op, to, err)
@@ -312,8 +316,8 @@ func (f *FS) Checksum(ctx context.Context, p, algorithm string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	if e.Type == TypeDir {
-		return "", newErr(op, abs, ErrIsDir, nil)
+	if err := regularOnly(op, e); err != nil {
+		return "", err
 	}
 	out, err := f.command(ctx, op, abs, tool, "-b", "--", abs)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pkg/sftp"
@@ -24,6 +25,9 @@ func TestErrorMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("file", filepath.Join(e.dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(e.dir, "fifo"), 0o666); err != nil {
 		t.Fatal(err)
 	}
 	d := func(name string) string { return filepath.Join(e.dir, name) }
@@ -71,6 +75,11 @@ func TestErrorMapping(t *testing.T) {
 		{"head dir", func() error { _, err := f.Head(ctx, d("empty"), 10, 0); return err }, ErrIsDir, d("empty")},
 		{"head bytes and lines", func() error { _, err := f.Head(ctx, d("file"), 1, 1); return err }, ErrInvalid, d("file")},
 		{"tail missing", func() error { _, err := f.Tail(ctx, d("missing"), 0, 0); return err }, fs.ErrNotExist, d("missing")},
+		{"head fifo", func() error { _, err := f.Head(ctx, d("fifo"), 0, 1); return err }, ErrInvalid, d("fifo")},
+		{"open fifo", func() error { _, _, err := f.OpenRead(ctx, d("fifo")); return err }, ErrInvalid, d("fifo")},
+		{"checksum fifo", func() error { _, err := f.Checksum(ctx, d("fifo"), "md5"); return err }, ErrInvalid, d("fifo")},
+		{"copy fifo", func() error { return f.Copy(ctx, d("fifo"), d("n"), CopyOptions{}) }, ErrInvalid, d("fifo")},
+		{"move onto root", func() error { return f.Move(ctx, d("empty"), "/", true) }, ErrInvalid, "/"},
 		{"open dir", func() error { _, _, err := f.OpenRead(ctx, d("empty")); return err }, ErrIsDir, d("empty")},
 		{"checksum algorithm", func() error { _, err := f.Checksum(ctx, d("file"), "crc32"); return err }, ErrInvalid, "crc32"},
 		{"checksum dir", func() error { _, err := f.Checksum(ctx, d("empty"), "md5"); return err }, ErrIsDir, d("empty")},
@@ -110,7 +119,7 @@ func TestErrorMapping(t *testing.T) {
 		})
 	}
 	// Nothing was changed by the failed operations.
-	want := []string{".", "empty", "file", "full", "full/x", "link", "other", "other/y"}
+	want := []string{".", "empty", "fifo", "file", "full", "full/x", "link", "other", "other/y"}
 	if got := localTree(t, e.dir); !equalStrings(got, want) {
 		t.Errorf("tree after failures = %q, want %q", got, want)
 	}

@@ -112,6 +112,9 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 		l.NextOffset = end
 	}
 	l.Entries = all[start:end:end]
+	if l.Entries == nil {
+		l.Entries = []Entry{} // an empty page, not a missing one
+	}
 	if err := f.readLinks(ctx, l.Entries); err != nil {
 		return nil, wrap(op, dir, err)
 	}

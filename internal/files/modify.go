@@ -147,8 +147,10 @@ func (f *FS) Move(ctx context.Context, src, dst string, overwrite bool) error {
 	if err != nil {
 		return err
 	}
-	if err := f.refuseRoot(ctx, op, from); err != nil {
-		return err
+	for _, p := range []string{from, to} {
+		if err := f.refuseRoot(ctx, op, p); err != nil {
+			return err
+		}
 	}
 	if err := checkCtx(ctx, op, from); err != nil {
 		return err

@@ -39,20 +39,32 @@ func (f *FS) OpenRead(ctx context.Context, p string) (*sftp.File, *Entry, error)
 	return f.openRegular(ctx, op, abs)
 }
 
-// openRegular opens a resolved path for reading after checking it is not a directory.
+// openRegular opens a resolved path for reading after checking it is a regular file.
 func (f *FS) openRegular(ctx context.Context, op, abs string) (*sftp.File, *Entry, error) {
 	e, err := f.stat(ctx, op, abs, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	if e.Type == TypeDir {
-		return nil, nil, newErr(op, abs, ErrIsDir, nil)
+	if err := regularOnly(op, e); err != nil {
+		return nil, nil, err
 	}
 	file, err := f.c.Open(abs)
 	if err != nil {
 		return nil, nil, wrap(op, abs, err)
 	}
 	return file, e, nil
+}
+
+// regularOnly refuses anything but a regular file. Opening a FIFO would block OpenSSH's
+// single-threaded sftp-server, and with it every request sharing the pooled channel.
+func regularOnly(op string, e *Entry) error {
+	switch e.Type {
+	case TypeFile:
+		return nil
+	case TypeDir:
+		return newErr(op, e.Path, ErrIsDir, nil)
+	}
+	return newErr(op, e.Path, ErrInvalid, errors.New("not a regular file"))
 }
 
 // excerptArgs validates Head/Tail arguments and applies the default of DefaultLines lines.
