@@ -600,7 +600,7 @@ func TestSSHDRestartUnderLoadViaAPI(t *testing.T) {
 // without existing.
 func TestOpenAPIMatchesRouter(t *testing.T) {
 	var doc struct {
-		OpenAPI string                               `yaml:"openapi"`
+		OpenAPI string                    `yaml:"openapi"`
 		Paths   map[string]map[string]any `yaml:"paths"`
 	}
 	if err := yaml.Unmarshal(openapiYAML, &doc); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -17,6 +18,9 @@ type Problem struct {
 	Detail   string       `json:"detail,omitempty"`
 	Instance string       `json:"instance,omitempty"`
 	Errors   []FieldError `json:"errors,omitempty"`
+
+	// retryAfter, when positive, is sent as the Retry-After header (seconds).
+	retryAfter int
 }
 
 // FieldError names one invalid request field (the "invalid-params" extension).
@@ -60,6 +64,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 		p.Type = "about:blank"
 	}
 	p.Instance = r.URL.Path
+	if p.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
+	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/files"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store"
 )
@@ -50,6 +53,19 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/systems/{id}/commands", false, s.runCommand},
 		{"POST", "/v1/commands", false, s.runMany},
 
+		{"GET", "/v1/systems/{id}/ls/{path...}", false, s.listFiles},
+		{"GET", "/v1/systems/{id}/stat/{path...}", false, s.statFile},
+		{"GET", "/v1/systems/{id}/content/{path...}", false, s.getContent},
+		{"PUT", "/v1/systems/{id}/content/{path...}", false, s.putContent},
+		{"POST", "/v1/systems/{id}/content/{path...}", false, s.postContent},
+		{"DELETE", "/v1/systems/{id}/files/{path...}", false, s.deleteFile},
+		{"POST", "/v1/systems/{id}/ops/{op}", false, s.fileOp},
+		{"GET", "/v1/systems/{id}/checksum/{path...}", false, s.checksumFile},
+		{"GET", "/v1/systems/{id}/head/{path...}", false, s.excerpt(false)},
+		{"GET", "/v1/systems/{id}/tail/{path...}", false, s.excerpt(true)},
+		{"GET", "/v1/systems/{id}/filetype/{path...}", false, s.fileType},
+		{"GET", "/v1/systems/{id}/df/{path...}", false, s.diskUsage},
+
 		{"GET", "/sshapi/v2/{$}", true, s.paperWelcome},
 		{"GET", "/sshapi/v2", false, s.paperList},
 		{"POST", "/sshapi/v2", false, s.paperCreate},
@@ -67,7 +83,24 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, Problem{Status: http.StatusNotFound, Detail: "no such route: " + r.Method + " " + r.URL.Path + " (see /openapi.json)"})
 	})
-	return s.recoverer(mux)
+	return s.recoverer(normalizePath(mux))
+}
+
+// normalizePath collapses repeated slashes and resolves "." and ".." segments before routing, so
+// that ServeMux does not answer with a redirect (which clients do not follow with a PUT body) and
+// file paths in URLs are normalised once.
+func normalizePath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if strings.Contains(p, "//") || strings.Contains(p, "/.") {
+			clean := path.Clean(p)
+			if strings.HasSuffix(p, "/") && clean != "/" {
+				clean += "/"
+			}
+			r.URL.Path, r.URL.RawPath = clean, ""
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // wrap adds authentication, body limits, metrics and logging around one route.
@@ -100,7 +133,9 @@ func (s *Server) wrap(rt route) http.Handler {
 }
 
 // streamsBody reports whether a route reads a large body itself (uploads); those are not capped.
-func (s *Server) streamsBody(rt route) bool { return false }
+func (s *Server) streamsBody(rt route) bool {
+	return strings.HasPrefix(rt.pattern, "/v1/systems/{id}/content/") && rt.method != "GET"
+}
 
 func (s *Server) observe(rt route, r *http.Request, sw *statusWriter, start time.Time, user string) {
 	if sw.status == 0 {
@@ -140,6 +175,24 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return Problem{Status: he.status, Detail: he.detail, Errors: he.fields}
 	}
 	switch {
+	case errors.Is(err, files.ErrOutsideRoot):
+		return Problem{Status: http.StatusForbidden, Detail: err.Error()}
+	case errors.Is(err, files.ErrChecksumMismatch):
+		return Problem{Status: http.StatusUnprocessableEntity, Title: "Checksum mismatch", Detail: err.Error() + " (nothing was written)"}
+	case errors.Is(err, files.ErrNoSpace):
+		return Problem{Status: http.StatusInsufficientStorage, Detail: err.Error()}
+	case errors.Is(err, files.ErrConnection):
+		return Problem{Status: http.StatusServiceUnavailable, Detail: err.Error(), retryAfter: 1}
+	case errors.Is(err, files.ErrInvalid):
+		return Problem{Status: http.StatusBadRequest, Detail: err.Error()}
+	case errors.Is(err, fs.ErrExist), errors.Is(err, files.ErrNotEmpty), errors.Is(err, files.ErrNotDir), errors.Is(err, files.ErrIsDir):
+		return Problem{Status: http.StatusConflict, Detail: err.Error()}
+	case errors.Is(err, fs.ErrNotExist) && isFileError(err):
+		return Problem{Status: http.StatusNotFound, Detail: err.Error()}
+	case errors.Is(err, fs.ErrPermission):
+		return Problem{Status: http.StatusForbidden, Detail: err.Error()}
+	case errors.Is(err, errors.ErrUnsupported):
+		return Problem{Status: http.StatusNotImplemented, Detail: err.Error()}
 	case errors.Is(err, store.ErrNotFound):
 		return Problem{Status: http.StatusNotFound, Detail: notFoundDetail(r)}
 	case errors.Is(err, store.ErrConflict):
@@ -151,7 +204,7 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	case errors.Is(err, sshpool.ErrHostKey):
 		return Problem{Status: http.StatusBadGateway, Title: "SSH host key mismatch", Detail: err.Error()}
 	case errors.Is(err, sshpool.ErrUnavailable), errors.Is(err, sshpool.ErrClosed):
-		return Problem{Status: http.StatusServiceUnavailable, Detail: err.Error()}
+		return Problem{Status: http.StatusServiceUnavailable, Detail: err.Error(), retryAfter: 2}
 	case errors.Is(err, sshpool.ErrConnLost):
 		d := err.Error()
 		if !errors.Is(err, command.ErrNotStarted) {
@@ -165,6 +218,11 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	}
 	s.log.Error("internal error", "path", r.URL.Path, "err", err)
 	return Problem{Status: http.StatusInternalServerError, Detail: "internal error; see the server log"}
+}
+
+func isFileError(err error) bool {
+	var fe *files.Error
+	return errors.As(err, &fe)
 }
 
 func notFoundDetail(r *http.Request) string {

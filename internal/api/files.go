@@ -1,0 +1,713 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pkg/sftp"
+
+	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/files"
+)
+
+// File routes. In URLs the path after the operation is absolute ("ls/scratch/x" is /scratch/x);
+// "~" and "~/x" are the remote home and paths inside it, and an empty path is the home. In JSON
+// bodies a path is absolute or relative to the home, as in a shell. Repeated slashes are
+// normalised before routing.
+
+// Listing limits.
+const (
+	defaultListLimit = 10_000
+	maxListLimit     = 100_000
+)
+
+// fsCall gives fn a files.FS for the caller's system. bulk asks for an SFTP channel of its own
+// (large reads and writes, so one transfer does not share a 2 MiB window with every other
+// request); otherwise the connection's shared SFTP channel is borrowed. Idempotent calls are
+// retried once on a fresh connection if the connection died under them.
+func (s *Server) fsCall(r *http.Request, bulk, idempotent bool, fn func(fsys *files.FS) error) error {
+	owner := principal(r).User
+	t, sys, err := s.target(r.Context(), owner, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	attempts := 1
+	if idempotent {
+		attempts = 2
+	}
+	for i := 0; ; i++ {
+		var client *sftp.Client
+		var done func(error)
+		if bulk {
+			lease, err := s.deps.Pool.DedicatedSFTP(r.Context(), t)
+			if err != nil {
+				return err
+			}
+			client, done = lease.Client, func(error) { _ = lease.Close() }
+		} else {
+			lease, err := s.deps.Pool.SFTP(r.Context(), t)
+			if err != nil {
+				return err
+			}
+			client, done = lease.Client, lease.Done
+		}
+		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir})
+		err = fn(fsys)
+		done(err)
+		if err == nil || !errors.Is(err, files.ErrConnection) || i+1 >= attempts {
+			return err
+		}
+		s.log.Info("retrying idempotent file operation on a fresh connection", "route", r.Pattern, "err", err)
+	}
+}
+
+// urlPath turns the {path...} wildcard into a path for package files.
+func urlPath(r *http.Request) string {
+	p := r.PathValue("path")
+	switch {
+	case p == "" || p == "~":
+		return "."
+	case strings.HasPrefix(p, "~/"):
+		if rest := strings.TrimLeft(p[2:], "/"); rest != "" {
+			return rest
+		}
+		return "."
+	}
+	return "/" + p
+}
+
+// bodyPath applies the shell's "~" convention to a path from a JSON body.
+func bodyPath(field, p string) (string, error) {
+	if p == "" {
+		return "", badField(field, "is required")
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", badField(field, "must not contain NUL bytes")
+	}
+	if p == "~" {
+		return ".", nil
+	}
+	if strings.HasPrefix(p, "~/") {
+		return strings.TrimPrefix(p, "~/"), nil
+	}
+	return p, nil
+}
+
+// query helpers: a bad value is a 400 naming the parameter.
+func queryBool(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badField(name, "must be true or false")
+	}
+	return b, nil
+}
+
+func queryInt(r *http.Request, name string, def, min, max int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min || n > max {
+		return 0, badField(name, "must be an integer between %d and %d", min, max)
+	}
+	return n, nil
+}
+
+func parseMode(field, v string) (os.FileMode, error) {
+	if v == "" {
+		return 0, nil
+	}
+	m, err := strconv.ParseUint(v, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, badField(field, "must be an octal mode such as 0644 or 755")
+	}
+	return os.FileMode(m), nil
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
+	var opts files.ListOptions
+	var err error
+	if opts.Limit, err = queryInt(r, "limit", defaultListLimit, 1, maxListLimit); err != nil {
+		return err
+	}
+	if opts.Offset, err = queryInt(r, "offset", 0, 0, 1<<31-1); err != nil {
+		return err
+	}
+	opts.Pattern = r.URL.Query().Get("pattern")
+	if opts.Pattern != "" {
+		if _, err := path.Match(opts.Pattern, ""); err != nil {
+			return badField("pattern", "is not a valid glob: %v", err)
+		}
+	}
+	if opts.Recursive, err = queryBool(r, "recursive"); err != nil {
+		return err
+	}
+	if opts.ShowHidden, err = queryBool(r, "show_hidden"); err != nil {
+		return err
+	}
+	return s.fsCall(r, false, true, func(fsys *files.FS) error {
+		l, err := fsys.List(r.Context(), urlPath(r), opts)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, l)
+		return nil
+	})
+}
+
+func (s *Server) statFile(w http.ResponseWriter, r *http.Request) error {
+	follow, err := queryBool(r, "follow_links")
+	if err != nil {
+		return err
+	}
+	return s.fsCall(r, false, true, func(fsys *files.FS) error {
+		e, err := fsys.Stat(r.Context(), urlPath(r), follow)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, e)
+		return nil
+	})
+}
+
+// etag identifies a version of a file by size and modification time (SFTP v3 has no better
+// change indicator); it is weak because equal size and second might hide a change.
+func etag(e *files.Entry) string {
+	return fmt.Sprintf(`W/"%x-%x"`, e.Size, e.ModTime.Unix())
+}
+
+func contentDisposition(name string) string {
+	if name == "" || name == "/" {
+		name = "download"
+	}
+	if v := mime.FormatMediaType("attachment", map[string]string{"filename": name}); v != "" {
+		return v
+	}
+	return "attachment"
+}
+
+// getContent streams a file (Range, ETag, conditional requests via http.ServeContent) or a
+// directory as an archive, over an SFTP channel of its own, in constant memory.
+func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
+	archive := r.URL.Query().Get("archive")
+	switch archive {
+	case "", "tar", "tar.gz", "zip":
+	default:
+		return badField("archive", "must be tar, tar.gz or zip")
+	}
+	return s.fsCall(r, true, false, func(fsys *files.FS) error {
+		p := urlPath(r)
+		e, err := fsys.Stat(r.Context(), p, true)
+		if err != nil {
+			return err
+		}
+		if e.Type == files.TypeDir {
+			if archive == "" {
+				return errStatus(http.StatusConflict, "%s is a directory: add ?archive=tar, tar.gz or zip to download it", e.Path)
+			}
+			types := map[string]string{"tar": "application/x-tar", "tar.gz": "application/gzip", "zip": "application/zip"}
+			w.Header().Set("Content-Type", types[archive])
+			w.Header().Set("Content-Disposition", contentDisposition(path.Base(e.Path)+"."+archive))
+			w.WriteHeader(http.StatusOK)
+			// Errors after the headers cannot change the status; the archive is then truncated
+			// and invalid, which archive readers detect.
+			return fsys.WriteArchive(r.Context(), p, archive, w)
+		}
+		f, e, err := fsys.OpenRead(r.Context(), p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w.Header().Set("ETag", etag(e))
+		w.Header().Set("Content-Disposition", contentDisposition(path.Base(e.Path)))
+		w.Header().Set("Accept-Ranges", "bytes")
+		if w.Header().Get("Content-Type") == "" {
+			w.Header().Set("Content-Type", "application/octet-stream")
+		}
+		http.ServeContent(w, r, "", e.ModTime, newPipelinedReader(f, e.Size))
+		return nil
+	})
+}
+
+// pipelinedReader gives http.ServeContent an io.ReadSeeker whose reads are large, so pkg/sftp
+// keeps many read requests in flight instead of one 32 KiB round trip at a time.
+type pipelinedReader struct {
+	f    *sftp.File
+	br   *bufio.Reader
+	size int64
+	pos  int64
+}
+
+const pipelineChunk = 8 << 20
+
+func newPipelinedReader(f *sftp.File, size int64) *pipelinedReader {
+	return &pipelinedReader{f: f, br: bufio.NewReaderSize(f, pipelineChunk), size: size}
+}
+
+func (p *pipelinedReader) Read(b []byte) (int, error) {
+	n, err := p.br.Read(b)
+	p.pos += int64(n)
+	return n, err
+}
+
+// Seek moves the read position. The size is known from the stat, so seeking to the end does
+// not ask the server.
+func (p *pipelinedReader) Seek(offset int64, whence int) (int64, error) {
+	var abs int64
+	switch whence {
+	case io.SeekStart:
+		abs = offset
+	case io.SeekCurrent:
+		abs = p.pos + offset
+	case io.SeekEnd:
+		abs = p.size + offset
+	default:
+		return 0, fmt.Errorf("seek: bad whence %d", whence)
+	}
+	if abs < 0 {
+		return 0, errors.New("seek: negative position")
+	}
+	if abs == p.pos {
+		return abs, nil
+	}
+	if _, err := p.f.Seek(abs, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("seek: %w", err)
+	}
+	p.br.Reset(p.f)
+	p.pos = abs
+	return abs, nil
+}
+
+// uploadOptions reads the PUT/POST query: overwrite, parents, mode, sha256 (or X-Checksum-Sha256).
+func uploadOptions(r *http.Request) (files.UploadOptions, error) {
+	var o files.UploadOptions
+	var err error
+	if o.Overwrite, err = queryBool(r, "overwrite"); err != nil {
+		return o, err
+	}
+	if o.Parents, err = queryBool(r, "parents"); err != nil {
+		return o, err
+	}
+	if o.Mode, err = parseMode("mode", r.URL.Query().Get("mode")); err != nil {
+		return o, err
+	}
+	o.SHA256 = r.URL.Query().Get("sha256")
+	if h := r.Header.Get("X-Checksum-Sha256"); h != "" {
+		if o.SHA256 != "" && !strings.EqualFold(o.SHA256, h) {
+			return o, badField("sha256", "the sha256 query parameter and the X-Checksum-Sha256 header differ")
+		}
+		o.SHA256 = h
+	}
+	if o.SHA256 != "" && (len(o.SHA256) != 64 || strings.Trim(strings.ToLower(o.SHA256), "0123456789abcdef") != "") {
+		return o, badField("sha256", "must be 64 hex digits")
+	}
+	return o, nil
+}
+
+// putContent streams the body to a temporary name next to the destination and renames it into
+// place only when complete (and, if given, when the SHA-256 matches). An aborted upload leaves
+// neither a partial file nor a changed original.
+func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
+	opts, err := uploadOptions(r)
+	if err != nil {
+		return err
+	}
+	if r.PathValue("path") == "" || strings.HasSuffix(r.PathValue("path"), "/") {
+		return badField("path", "must name a file, not a directory")
+	}
+	return s.fsCall(r, true, false, func(fsys *files.FS) error {
+		res, err := fsys.Upload(r.Context(), urlPath(r), r.Body, opts)
+		if err != nil {
+			return uploadErr(err)
+		}
+		writeJSON(w, http.StatusCreated, res)
+		return nil
+	})
+}
+
+// uploadErr reports a body that could not be read (client went away, body too large) as such.
+func uploadErr(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return errStatus(http.StatusRequestEntityTooLarge, "upload exceeds %d bytes", tooBig.Limit)
+	}
+	return err
+}
+
+// postContent accepts multipart/form-data (browsers) with one or more file parts and uploads each
+// into the directory in the URL, atomically like PUT.
+func (s *Server) postContent(w http.ResponseWriter, r *http.Request) error {
+	opts, err := uploadOptions(r)
+	if err != nil {
+		return err
+	}
+	if opts.SHA256 != "" {
+		return badField("sha256", "is only supported for single-file PUT uploads")
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return errStatus(http.StatusUnsupportedMediaType, "POST to a directory needs a multipart/form-data body: %v", err)
+	}
+	var results []*files.UploadResult
+	err = s.fsCall(r, true, false, func(fsys *files.FS) error {
+		dir := urlPath(r)
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return errStatus(http.StatusBadRequest, "malformed multipart body: %v", err)
+			}
+			name := part.FileName()
+			if name == "" {
+				part.Close()
+				continue // a plain form field
+			}
+			if name != path.Base(name) || name == "." || name == ".." || strings.ContainsRune(name, '/') || !utf8.ValidString(name) {
+				return badField("filename", "%q must be a plain file name", name)
+			}
+			res, err := fsys.Upload(r.Context(), path.Join(dir, name), part, opts)
+			part.Close()
+			if err != nil {
+				return uploadErr(err)
+			}
+			results = append(results, res)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(results) == 0 {
+		return badField("file", "the multipart body has no file part")
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"uploaded": results})
+	return nil
+}
+
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) error {
+	recursive, err := queryBool(r, "recursive")
+	if err != nil {
+		return err
+	}
+	return s.fsCall(r, false, false, func(fsys *files.FS) error {
+		if err := fsys.Remove(r.Context(), urlPath(r), recursive); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}
+
+func (s *Server) checksumFile(w http.ResponseWriter, r *http.Request) error {
+	algo := r.URL.Query().Get("algorithm")
+	if algo == "" {
+		algo = "sha256"
+	}
+	switch algo {
+	case "sha256", "sha512", "sha1", "md5":
+	default:
+		return badField("algorithm", "must be sha256, sha512, sha1 or md5")
+	}
+	return s.fsCall(r, false, true, func(fsys *files.FS) error {
+		sum, err := fsys.Checksum(r.Context(), urlPath(r), algo)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"path": urlPath(r), "algorithm": algo, "checksum": sum})
+		return nil
+	})
+}
+
+func (s *Server) excerpt(tail bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		q := r.URL.Query()
+		if q.Get("bytes") != "" && q.Get("lines") != "" {
+			return badField("bytes", "give bytes or lines, not both")
+		}
+		n, err := queryInt(r, "bytes", 0, 1, files.MaxExcerpt)
+		if err != nil {
+			return err
+		}
+		lines, err := queryInt(r, "lines", 0, 1, 1_000_000)
+		if err != nil {
+			return err
+		}
+		if n == 0 && lines == 0 {
+			lines = files.DefaultLines
+		}
+		return s.fsCall(r, false, true, func(fsys *files.FS) error {
+			var ex *files.Excerpt
+			if tail {
+				ex, err = fsys.Tail(r.Context(), urlPath(r), n, lines)
+			} else {
+				ex, err = fsys.Head(r.Context(), urlPath(r), n, lines)
+			}
+			if err != nil {
+				return err
+			}
+			out := map[string]any{"size": ex.Size, "truncated": ex.Truncated}
+			out["content"], out["encoding"] = encodeBytes(ex.Data)
+			writeJSON(w, http.StatusOK, out)
+			return nil
+		})
+	}
+}
+
+// encodeBytes returns b as text if it is UTF-8, else base64 with encoding "base64".
+func encodeBytes(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+func (s *Server) fileType(w http.ResponseWriter, r *http.Request) error {
+	return s.fsCall(r, false, true, func(fsys *files.FS) error {
+		t, err := fsys.FileType(r.Context(), urlPath(r))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"path": urlPath(r), "type": t})
+		return nil
+	})
+}
+
+func (s *Server) diskUsage(w http.ResponseWriter, r *http.Request) error {
+	return s.fsCall(r, false, true, func(fsys *files.FS) error {
+		d, err := fsys.DiskUsage(r.Context(), urlPath(r))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, d)
+		return nil
+	})
+}
+
+// Operation bodies for POST /v1/systems/{id}/ops/{op}.
+type (
+	mkdirBody struct {
+		Path    string `json:"path"`
+		Parents bool   `json:"parents"`
+	}
+	moveBody struct {
+		Source      string `json:"source"`
+		Destination string `json:"destination"`
+		Overwrite   bool   `json:"overwrite"`
+	}
+	copyBody struct {
+		Source      string `json:"source"`
+		Destination string `json:"destination"`
+		Recursive   bool   `json:"recursive"`
+		Overwrite   bool   `json:"overwrite"`
+		Dereference bool   `json:"dereference"`
+	}
+	chmodBody struct {
+		Path      string `json:"path"`
+		Mode      string `json:"mode"`
+		Recursive bool   `json:"recursive"`
+	}
+	chownBody struct {
+		Path      string `json:"path"`
+		Owner     string `json:"owner"`
+		Group     string `json:"group"`
+		Recursive bool   `json:"recursive"`
+	}
+	symlinkBody struct {
+		Target string `json:"target"`
+		Link   string `json:"link"`
+	}
+	compressBody struct {
+		Sources []string `json:"sources"`
+		Archive string   `json:"archive"`
+		Format  string   `json:"format"`
+	}
+	extractBody struct {
+		Archive     string `json:"archive"`
+		Destination string `json:"destination"`
+	}
+)
+
+// fileOp runs one of the POST operations; each decodes its own body and answers 200 with
+// {"ok":true,...} describing what was done.
+func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
+	op := r.PathValue("op")
+	var run func(ctx context.Context, fsys *files.FS) (map[string]any, error)
+	switch op {
+	case "mkdir":
+		var b mkdirBody
+		if err := decodeJSON(r, &b); err != nil {
+			return err
+		}
+		p, err := bodyPath("path", b.Path)
+		if err != nil {
+			return err
+		}
+		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
+			return map[string]any{"path": b.Path}, fsys.Mkdir(ctx, p, b.Parents)
+		}
+	case "move":
+		var b moveBody
+		if err := decodeJSON(r, &b); err != nil {
+			return err
+		}
+		src, dst, err := twoPaths(b.Source, b.Destination)
+		if err != nil {
+			return err
+		}
+		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
+			return map[string]any{"source": b.Source, "destination": b.Destination}, fsys.Move(ctx, src, dst, b.Overwrite)
+		}
+	case "copy":
+		var b copyBody
+		if err := decodeJSON(r, &b); err != nil {
+			return err
+		}
+		src, dst, err := twoPaths(b.Source, b.Destination)
+		if err != nil {
+			return err
+		}
+		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
+			return map[string]any{"source": b.Source, "destination": b.Destination},
+				fsys.Copy(ctx, src, dst, files.CopyOptions{Recursive: b.Recursive, Overwrite: b.Overwrite, Dereference: b.Dereference})
+		}
+	case "chmod":
+		var b chmodBody
+		if err := decodeJSON(r, &b); err != nil {
+			return err
+		}
+		p, err := bodyPath("path", b.Path)
+		if err != nil {
+			return err
+		}
+		if b.Mode == "" {
+			return badField("mode", "is required (octal, e.g. 0640)")
+		}
+		mode, err := parseMode("mode", b.Mode)
+		if err != nil {
+			return err
+		}
+		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
+			return map[string]any{"path": b.Path, "mode": fmt.Sprintf("%04o", mode)}, fsys.Chmod(ctx, p, mode, b.Recursive)
+		}
+	case "chown":
+		var b chownBody
+		if err := decodeJSON(r, &b); err != nil {
+			return err
+		}
+		p, err := bodyPath("path", b.Path)
+		if err != nil {
+			return err
+		}
+		if b.Owner == "" && b.Group == "" {
+			return badField("owner", "owner or group is required")
+		}
+		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
+			return map[string]any{"path": b.Path}, fsys.Chown(ctx, p, b.Owner, b.Group, b.Recursive)
+		}
+	case "symlink":
+		var b symlinkBody
+		if err := decodeJSON(r, &b); err != nil {
+			return err
+		}
+		if b.Target == "" {
+			return badField("target", "is required")
+		}
+		link, err := bodyPath("link", b.Link)
+		if err != nil {
+			return err
+		}
+		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
+			return map[string]any{"target": b.Target, "link": b.Link}, fsys.Symlink(ctx, b.Target, link)
+		}
+	case "compress":
+		var b compressBody
+		if err := decodeJSON(r, &b); err != nil {
+			return err
+		}
+		if len(b.Sources) == 0 {
+			return badField("sources", "is required: a list of paths")
+		}
+		srcs := make([]string, len(b.Sources))
+		for i, src := range b.Sources {
+			p, err := bodyPath("sources", src)
+			if err != nil {
+				return err
+			}
+			srcs[i] = p
+		}
+		archive, err := bodyPath("archive", b.Archive)
+		if err != nil {
+			return err
+		}
+		if b.Format == "" {
+			b.Format = "tar.gz"
+		}
+		switch b.Format {
+		case "tar", "tar.gz", "tar.bz2", "tar.xz":
+		default:
+			return badField("format", "must be tar, tar.gz, tar.bz2 or tar.xz")
+		}
+		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
+			return map[string]any{"archive": b.Archive, "format": b.Format}, fsys.Compress(ctx, srcs, archive, b.Format)
+		}
+	case "extract":
+		var b extractBody
+		if err := decodeJSON(r, &b); err != nil {
+			return err
+		}
+		archive, err := bodyPath("archive", b.Archive)
+		if err != nil {
+			return err
+		}
+		dst, err := bodyPath("destination", b.Destination)
+		if err != nil {
+			return err
+		}
+		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
+			return map[string]any{"archive": b.Archive, "destination": b.Destination}, fsys.Extract(ctx, archive, dst)
+		}
+	default:
+		return errStatus(http.StatusNotFound, "unknown operation %q: use mkdir, move, copy, chmod, chown, symlink, compress or extract", op)
+	}
+	start := time.Now()
+	return s.fsCall(r, false, false, func(fsys *files.FS) error {
+		out, err := run(r.Context(), fsys)
+		if err != nil {
+			return err
+		}
+		out["ok"], out["op"], out["duration_ms"] = true, op, time.Since(start).Milliseconds()
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	})
+}
+
+func twoPaths(src, dst string) (string, string, error) {
+	s, err := bodyPath("source", src)
+	if err != nil {
+		return "", "", err
+	}
+	d, err := bodyPath("destination", dst)
+	if err != nil {
+		return "", "", err
+	}
+	return s, d, nil
+}

@@ -1,0 +1,52 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sshapi/sshapi/internal/sshpool"
+)
+
+// Exec runs helper commands (checksums, server-side copies, tar) on one target with the caller's
+// own stdin and output writers; it satisfies files.Runner. ctx ending kills the remote process
+// group.
+type Exec struct {
+	Pool   Sessions
+	Target sshpool.Target
+}
+
+// Run runs command and returns its exit status. err is non-nil only when the command could not
+// run or its outcome is unknown (connection lost, canceled, killed by a signal).
+func (e Exec) Run(ctx context.Context, command string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	sess, err := e.Pool.NewSession(ctx, e.Target)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %w", ErrNotStarted, err)
+	}
+	defer sess.Close()
+	sess.Stdin, sess.Stdout, sess.Stderr = stdin, stdout, stderr
+	if err := sess.Start(command); err != nil {
+		return -1, fmt.Errorf("start command: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = kill(sess, done)
+		return -1, fmt.Errorf("command abandoned: %w", ctx.Err())
+	}
+	var ee *ssh.ExitError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &ee) && ee.Signal() == "":
+		return ee.ExitStatus(), nil
+	case errors.As(err, &ee):
+		return -1, fmt.Errorf("command killed by signal %s", ee.Signal())
+	}
+	return -1, fmt.Errorf("%w: %w", sshpool.ErrConnLost, err)
+}
