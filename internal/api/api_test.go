@@ -52,7 +52,7 @@ func (s *syncBuffer) String() string {
 }
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	url    string
 	secret []byte
 	log    *syncBuffer
@@ -61,7 +61,7 @@ type env struct {
 	seen   *syncBuffer // every response body, for secret checks
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -107,7 +107,7 @@ type resp struct {
 	body   []byte
 }
 
-func (r resp) json(t *testing.T) map[string]any {
+func (r resp) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {

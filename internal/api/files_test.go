@@ -30,7 +30,7 @@ func remote(p string) string {
 	return strings.Join(segs, "/")
 }
 
-func chownTree(t *testing.T, root, user string) {
+func chownTree(t testing.TB, root, user string) {
 	t.Helper()
 	if out, err := exec.Command("chown", "-R", user+":", root).CombinedOutput(); err != nil {
 		t.Fatalf("chown: %v %s", err, out)
