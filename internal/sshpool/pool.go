@@ -233,9 +233,7 @@ func (p *Pool) Forget(system string) {
 			p.killLocked(c)
 		}
 		p.failWaitersLocked(kp, fmt.Errorf("%w: system %s changed", ErrUnavailable, system))
-		if kp.dialing == 0 {
-			delete(p.keys, k)
-		}
+		delete(p.keys, k) // a dial still in flight notices and discards its connection
 	}
 }
 
@@ -423,7 +421,7 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 		if err == nil {
 			kp.dialing--
 			h.dialing--
-			if p.closing {
+			if p.closing || p.keys[kp.key] != kp { // shutting down, or Forget dropped the key
 				p.mu.Unlock()
 				client.Close()
 				return

@@ -352,3 +352,22 @@ func TestIdleEviction(t *testing.T) {
 		t.Fatalf("idle connection kept: %+v", st)
 	}
 }
+
+func TestForgetClosesConnections(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	p, _ := newPool(t, Config{})
+	tg := target(t, srv, "owner/sys", srv.Signer)
+	other := target(t, srv, "owner/other", srv.Signer)
+	for _, x := range []Target{tg, other} {
+		if _, err := run(t.Context(), p, x, "true"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Forget("owner/sys")
+	if st := p.Stats(); st.Conns != 1 || st.Keys != 1 {
+		t.Fatalf("after Forget: %+v, want only the other system's connection", st)
+	}
+	if _, err := run(t.Context(), p, tg, "true"); err != nil {
+		t.Fatalf("after Forget the system dials again: %v", err)
+	}
+}
