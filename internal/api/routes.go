@@ -69,6 +69,7 @@ func (s *Server) routes() []route {
 		{"GET", "/sshapi/v2/{$}", true, s.paperWelcome},
 		{"GET", "/sshapi/v2", false, s.paperList},
 		{"POST", "/sshapi/v2", false, s.paperCreate},
+		{"POST", "/sshapi/v2/load", false, s.paperLoad},
 		{"POST", "/sshapi/v2/{name}", false, s.paperRun},
 	}
 }

@@ -35,6 +35,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServeCmd(), newTokenCmd(), newVersionCmd(), newWanemCmd(), newDemoCmd())
+	root.AddCommand(newBenchCmd())
 	return root
 }
 

@@ -1,0 +1,256 @@
+// Package study reproduces the published SSH-API study's load test on this machine: it starts a
+// throwaway stock OpenSSH sshd on loopback and an sshapi service in-process, registers the sshd
+// as a system, and runs the bench sweep (open-loop rates of `uptime` and of `ls` on a
+// 10,000-file directory, a burst, and a batch of fresh SSH sessions) against sshapi and the
+// peers side by side. It writes the JSON report, the plots and docs/benchmarks.md.
+package study
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/bench"
+	"github.com/sshapi/sshapi/internal/config"
+	"github.com/sshapi/sshapi/internal/service"
+	"github.com/sshapi/sshapi/internal/sshtest"
+)
+
+// Options configure a study run. Zero values take the defaults noted.
+type Options struct {
+	// Out is the directory for benchmarks.md, benchmarks.json and img/ (default "docs").
+	Out string
+	// Rates are the offered rates (default 10, 50, 90, 100, 500 per second).
+	Rates []float64
+	// Duration is the scheduling window per rate and target (default 10s).
+	Duration time.Duration
+	// LsFiles is the size of the directory `ls` lists (default 10,000).
+	LsFiles int
+	// BurstN requests are sent at once (default 500); SessionsN fresh SSH connections are
+	// opened at once (default 200). Negative skips.
+	BurstN, SessionsN int
+	// Peers to compare with (default all).
+	Peers []string
+	// Python and PeersDir run the Python peers (default bench/.venv/bin/python, bench/peers).
+	Python, PeersDir string
+	// SSHDConfig is appended to the sshd's stock configuration (e.g. "MaxStartups 3000").
+	SSHDConfig string
+	// MaxInFlight caps outstanding requests per run (default 256); Timeout bounds one request
+	// (default 30s); Drain bounds the wait for stragglers after each rate run (default 10s).
+	MaxInFlight    int
+	Timeout, Drain time.Duration
+	// Progress receives progress lines (nil = quiet).
+	Progress io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.Out == "" {
+		o.Out = "docs"
+	}
+	if len(o.Rates) == 0 {
+		o.Rates = []float64{10, 50, 90, 100, 500}
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.LsFiles == 0 {
+		o.LsFiles = 10000
+	}
+	if o.BurstN == 0 {
+		o.BurstN = 500
+	}
+	if o.SessionsN == 0 {
+		o.SessionsN = 200
+	}
+	if o.Peers == nil {
+		o.Peers = bench.AllPeers
+	}
+	if o.Python == "" {
+		o.Python = "bench/.venv/bin/python"
+	}
+	if o.PeersDir == "" {
+		o.PeersDir = "bench/peers"
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 256
+	}
+}
+
+// Run performs the study and writes its outputs; it returns the report.
+func Run(ctx context.Context, o Options) (*bench.Report, error) {
+	o.defaults()
+	started := time.Now()
+	srv, err := sshtest.Start(ctx, sshtest.Options{ExtraConfig: o.SSHDConfig})
+	if err != nil {
+		return nil, fmt.Errorf("start sshd: %w", err)
+	}
+	defer srv.Close()
+
+	lsDir, err := makeListDir(srv, o.LsFiles)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(lsDir)
+
+	tmp, err := os.MkdirTemp("", "sshapi-study-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	cfg := config.Default()
+	cfg.DataDir, cfg.Addr, cfg.LogLevel = filepath.Join(tmp, "data"), "127.0.0.1:0", "error"
+	svc, err := service.New(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	if err != nil {
+		return nil, fmt.Errorf("sshapi service: %w", err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start sshapi: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = svc.Stop(sctx)
+	}()
+	sec, err := service.DevSecret(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("dev secret: %w", err)
+	}
+	tok, err := auth.IssueHS256(sec, "bench", 24*time.Hour, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	api := &bench.API{BaseURL: "http://" + svc.Addr(), Token: tok}
+	const system = "bench"
+	if err := Register(ctx, api, system, srv); err != nil {
+		return nil, err
+	}
+	ep, err := bench.WriteSSHFiles(tmp, bench.SSHEndpoint{Host: srv.Host, Port: srv.Port, User: srv.User, HostKey: srv.AuthorizedHostKey()}, srv.PrivateKeyPEM)
+	if err != nil {
+		return nil, err
+	}
+
+	targets := &bench.Targets{API: api, System: system, Endpoint: ep, Peers: o.Peers, Python: o.Python, PeersDir: o.PeersDir}
+	if err := targets.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer targets.Stop()
+
+	report := &bench.Report{Meta: Machine(ctx)}
+	report.Meta.Started = started
+	report.Meta.Runs = 1
+	report.Meta.SSHD = "OpenSSH sshd on 127.0.0.1, stock limits (MaxStartups 10:30:100, MaxSessions 10)"
+	if o.SSHDConfig != "" {
+		report.Meta.SSHD += "; plus: " + strings.ReplaceAll(strings.TrimSpace(o.SSHDConfig), "\n", "; ")
+	}
+	report.Meta.Versions = targets.Versions()
+	report.Meta.Versions["sshapi"] = map[string]string{"sshapi": service.Version, "go": runtime.Version()}
+	report.Meta.Notes = []string{
+		fmt.Sprintf("%s per offered rate and target, targets interleaved per rate; each request is timed from its scheduled send; at most %d requests in flight per run; per-request timeout %s; stragglers get %s after the window",
+			o.Duration, o.MaxInFlight, orDefault(o.Timeout, 30*time.Second), orDefault(o.Drain, 10*time.Second)),
+		"sshapi runs in the bench process (one Go runtime for the load generator and the service); the Python peers run as separate processes; all share the machine with sshd",
+		fmt.Sprintf("`ls` lists a directory of %d empty files (%d bytes of output)", o.LsFiles, o.LsFiles*7),
+	}
+	runner := &bench.Runner{Targets: targets, Report: report, Timeout: o.Timeout, Drain: o.Drain, MaxInFlight: o.MaxInFlight, Warmup: 24, Progress: o.Progress}
+	for _, cmd := range []string{"uptime", "ls " + filepath.Base(lsDir)} {
+		if err := runner.Commands(ctx, cmd, o.Rates, o.Duration); err != nil {
+			return report, err
+		}
+	}
+	if o.BurstN > 0 {
+		if err := runner.Burst(ctx, "uptime", o.BurstN); err != nil {
+			return report, err
+		}
+	}
+	if o.SessionsN > 0 {
+		if err := runner.Sessions(ctx, o.SessionsN); err != nil {
+			return report, err
+		}
+	}
+	if err := Write(report, o.Out); err != nil {
+		return report, err
+	}
+	return report, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Register creates system id for srv through the API and stores srv's key as the credential.
+func Register(ctx context.Context, api *bench.API, id string, srv *sshtest.Server) error {
+	if err := api.Call(ctx, "POST", "/v1/systems", map[string]any{"id": id, "host": srv.Host, "port": srv.Port, "host_keys": []string{srv.AuthorizedHostKey()}}, 201, nil); err != nil {
+		return fmt.Errorf("register system: %w", err)
+	}
+	if err := api.Call(ctx, "PUT", "/v1/systems/"+id+"/credential", map[string]any{"username": srv.User, "private_key": string(srv.PrivateKeyPEM)}, 200, nil); err != nil {
+		return fmt.Errorf("store credential: %w", err)
+	}
+	return nil
+}
+
+// makeListDir creates the directory bench-ls-<n> of n empty files in the remote user's home
+// (where remote commands start, so `ls bench-ls-<n>` lists it).
+func makeListDir(srv *sshtest.Server, n int) (string, error) {
+	dir := filepath.Join(srv.Home, fmt.Sprintf("bench-ls-%d", n))
+	_ = os.RemoveAll(dir)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", fmt.Errorf("list dir: %w", err)
+	}
+	for i := range n {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("f%05d", i)))
+		if err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("list dir: %w", err)
+		}
+		f.Close()
+	}
+	if u, err := user.Lookup(srv.User); err == nil {
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		_ = os.Chown(dir, uid, gid)
+	}
+	return dir, nil
+}
+
+// Machine describes this machine and the SSH software for a report's Meta.
+func Machine(ctx context.Context) bench.Meta {
+	m := bench.Meta{CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.Machine = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		if f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0]); len(f) >= 2 {
+			if kb, err := strconv.Atoi(f[1]); err == nil {
+				m.Machine += fmt.Sprintf(", %d GiB RAM", (kb+(1<<19))>>20)
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	if out, err := exec.CommandContext(ctx, "ssh", "-V").CombinedOutput(); err == nil || len(out) > 0 {
+		m.OpenSSH = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+// errNoRuns is returned by Write for an empty report.
+var errNoRuns = errors.New("study: the report has no runs")

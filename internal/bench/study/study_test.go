@@ -1,0 +1,63 @@
+package study
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/bench"
+)
+
+// TestStudyEndToEnd runs a miniature study against a real sshd and an in-process sshapi, with
+// the OpenSSH peers (the Python peers need bench/.venv and are covered by `make paper`). It
+// checks that every scenario ran for every target and that the documents were written; it
+// asserts no latency.
+func TestStudyEndToEnd(t *testing.T) {
+	out := t.TempDir()
+	rep, err := Run(t.Context(), Options{
+		Out: out, Rates: []float64{20}, Duration: 500 * time.Millisecond, LsFiles: 50, BurstN: 20, SessionsN: 4,
+		Peers: []string{bench.PeerOpenSSH, bench.PeerOpenSSHMux}, Drain: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, s := range rep.Runs {
+		count[s.Scenario+"/"+s.Target]++
+		if s.Target == bench.BaselineTarget && s.Failed != 0 {
+			t.Errorf("sshapi failed in %s %q: %v %v", s.Scenario, s.Command, s.Errors, s.ErrorExamples)
+		}
+		if s.Scheduled == 0 || s.OK+s.Failed != s.Scheduled {
+			t.Errorf("%s/%s: scheduled %d ok %d failed %d", s.Scenario, s.Target, s.Scheduled, s.OK, s.Failed)
+		}
+	}
+	for key, want := range map[string]int{
+		"commands/sshapi": 2, "commands/openssh": 2, "commands/openssh-mux": 2,
+		"burst/sshapi": 1, "burst/openssh": 1, "burst/openssh-mux": 1,
+		"sessions/sshapi": 1, "sessions/openssh": 1, "sessions/openssh-mux": 0,
+	} {
+		if count[key] != want {
+			t.Errorf("%s ran %d times, want %d (all: %v)", key, count[key], want, count)
+		}
+	}
+	if got := rep.Commands(); len(got) != 2 || got[1] != "ls bench-ls-50" {
+		t.Errorf("commands %v", got)
+	}
+	doc, err := os.ReadFile(filepath.Join(out, "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"99% of requests completed in under 2 s", "MaxStartups 10:30:100", "| 20 | sshapi |", "| 20 | openssh-mux |",
+		"img/fig1-uptime.png", "img/fig2-mean-latency.png", "#### Burst", "#### Sessions", rep.Meta.Go} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("benchmarks.md lacks %q", want)
+		}
+	}
+	for _, f := range []string{"benchmarks.json", "img/fig1-uptime.png", "img/fig1-ls-bench-ls-50.png", "img/fig2-mean-latency.png"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}

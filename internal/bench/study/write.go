@@ -1,0 +1,153 @@
+package study
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/sshapi/sshapi/internal/bench"
+)
+
+// Write stores report under out: benchmarks.json, img/*.png and benchmarks.md.
+func Write(report *bench.Report, out string) error {
+	if len(report.Runs) == 0 {
+		return errNoRuns
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("out dir: %w", err)
+	}
+	if err := report.WriteJSON(filepath.Join(out, "benchmarks.json")); err != nil {
+		return err
+	}
+	imgs, err := bench.WritePlots(report, filepath.Join(out, "img"))
+	if err != nil {
+		return err
+	}
+	var doc bytes.Buffer
+	if err := document(&doc, report, imgs); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "benchmarks.md"), doc.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write benchmarks.md: %w", err)
+	}
+	return nil
+}
+
+func document(b *bytes.Buffer, r *bench.Report, imgs []string) error {
+	m := r.Meta
+	fmt.Fprintf(b, `# Benchmarks
+
+This page is written by `+"`make paper`"+` (`+"`sshapi bench paper --out docs`"+`). Every number below
+was measured by that run on the machine described here; nothing is copied from elsewhere except
+the published study's own figures, which are labelled as such. Re-run it to refresh the page;
+the raw summaries are in [benchmarks.json](benchmarks.json).
+
+## What the published study reported
+
+The SSH-API study (Tapis/TACC) load-tested its service with Locust against an OpenSSH server
+whose `+"`MaxStartups`"+` and `+"`MaxSessions`"+` had been raised to 3000, and reported:
+
+- at 90 requests/s, 99%% of requests completed in under 2 s;
+- at 50 requests/s, 90%% of requests completed in under 1 s.
+
+Those are the study's numbers on its own hardware, not measured here. sshapi's claim is that it
+does better against a **stock** sshd (`+"`MaxStartups 10:30:100`"+`, `+"`MaxSessions 10`"+`), which is
+what the run below uses.
+
+## Setup of this run
+
+| | |
+|---|---|
+| started | %s |
+| machine | %s, %d CPUs |
+| kernel | %s |
+| sshd | %s |
+| OpenSSH | %s |
+| Go | %s |
+| peers | %s |
+| runs per point | %d |
+
+`, m.Started.UTC().Format("2006-01-02 15:04 MST"), m.Machine, m.CPUs, m.Kernel, m.SSHD, m.OpenSSH, m.Go, versions(m.Versions), m.Runs)
+	b.WriteString("How it was measured:\n\n")
+	for _, n := range m.Notes {
+		fmt.Fprintf(b, "- %s.\n", n)
+	}
+	b.WriteString(`- Open loop: requests are sent at a constant arrival rate whatever the target does, and each
+  request's latency counts from the moment it was *scheduled* to be sent, so queueing behind a slow
+  target shows up in the percentiles (no coordinated omission). Percentiles come from an HDR
+  histogram (3 significant digits) over the successful requests; failures are counted by kind
+  beside them, and a target with failures is not comparable on latency alone.
+- Targets, all against the same sshd in the same run:
+  - **sshapi**: ` + "`POST /sshapi/v2/{name}`" + ` (the study's route) over HTTP keep-alive, through
+    sshapi's connection pool (defaults: up to 6 connections per credential, 8 channels each).
+  - **openssh**: one ` + "`ssh`" + ` process and one new SSH connection per request.
+  - **openssh-mux**: one short ` + "`ssh -S`" + ` client per request over 6 ControlMaster connections
+    opened by the tool beforehand (round robin; OpenSSH's client does not queue when a master
+    is at the server's MaxSessions, it fails).
+  - **asyncssh**, **paramiko** (` + "`TCP_NODELAY`" + `): Python peers in ` + "`bench/peers/`" + ` with a pool of 6
+    connections × 8 channels each, driven over a pipe by the same Go engine that drives sshapi.
+- Burst: n identical requests scheduled at the same instant; "time to all done" is until the
+  last one finished.
+- Sessions: n fresh SSH connections (TCP, key exchange, public-key authentication) requested at
+  once. For sshapi each is a ` + "`POST /v1/systems/{id}/credential/check`" + `, which always dials a new
+  connection through the pool's per-host dial limiter (at most 3 unauthenticated connections in
+  flight, so sshd's MaxStartups never drops one) instead of borrowing a pooled one. For openssh
+  each is ` + "`ssh … true`" + ` (OpenSSH's client cannot stop after authenticating, so it also runs
+  ` + "`true`" + `); the Python peers connect, authenticate and close. openssh-mux has no such operation.
+
+## Headline: sshapi and the best peer at each rate
+
+The best peer at a rate is the one with the fewest failures, then the lowest p99.
+
+`)
+	if err := r.WriteHeadline(b); err != nil {
+		return err
+	}
+	b.WriteString("## Every target\n\nLatencies in milliseconds; \"÷ sshapi\" is the target's value divided by sshapi's at the same rate (above 1 means slower than sshapi).\n\n")
+	if err := r.WriteMarkdown(b); err != nil {
+		return err
+	}
+	if len(imgs) > 0 {
+		b.WriteString("## Figures\n\n")
+		for _, img := range imgs {
+			caption := "Latency percentile curves per offered rate, one panel per target (the study's Figure 1)"
+			if strings.HasPrefix(img, "fig2") {
+				caption = "Mean latency per offered rate and command, one line per target (the study's Figure 2)"
+			}
+			fmt.Fprintf(b, "![%s](img/%s)\n\n*%s.*\n\n", caption, img, caption)
+		}
+	}
+	b.WriteString(`## Reproduce
+
+    make bench-deps     # Python peers into bench/.venv (asyncssh, paramiko; pinned)
+    make paper          # needs root (the sshd test user) and openssh-server; a few minutes
+
+Longer windows: ` + "`./bin/sshapi bench paper --out docs --duration 60s`" + `. Against your own deployment:
+` + "`sshapi bench commands --url URL --token T --system ID --rates 10,50,90 --compare all --ssh user@host:port --ssh-key FILE --ssh-host-key 'ssh-ed25519 AAAA…'`" + `.
+`)
+	return nil
+}
+
+func versions(v map[string]map[string]string) string {
+	var names []string
+	for n := range v {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		var kv []string
+		for k, val := range v[n] {
+			kv = append(kv, k+" "+val)
+		}
+		sort.Strings(kv)
+		parts = append(parts, n+": "+strings.Join(kv, ", "))
+	}
+	if len(parts) == 0 {
+		return "–"
+	}
+	return strings.Join(parts, "; ")
+}

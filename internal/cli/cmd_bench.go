@@ -1,0 +1,363 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sshapi/sshapi/internal/bench"
+	"github.com/sshapi/sshapi/internal/bench/study"
+)
+
+// benchOptions are the flags every `sshapi bench` subcommand that measures a running service
+// shares.
+type benchOptions struct {
+	url, token, system string
+	compare            string
+	ssh, sshKey        string
+	sshHostKey         string
+	python, peersDir   string
+	conns, sessions    int
+	concurrencyCap     int
+	timeout, drain     time.Duration
+	jsonOut, mdOut     string
+	plots              string
+	quiet              bool
+}
+
+func (o *benchOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.url, "url", os.Getenv("SSHAPI_URL"), "sshapi base URL (SSHAPI_URL)")
+	f.StringVar(&o.token, "token", "", "bearer token (default $SSHAPI_TOKEN)")
+	f.StringVar(&o.system, "system", "", "system id / named credential to run on")
+	f.StringVar(&o.compare, "compare", "", "peers to measure beside sshapi against the same sshd: all or a list of "+strings.Join(bench.AllPeers, ","))
+	f.StringVar(&o.ssh, "ssh", "", "the sshd the system points at, for --compare: user@host[:port]")
+	f.StringVar(&o.sshKey, "ssh-key", "", "private key file for --compare")
+	f.StringVar(&o.sshHostKey, "ssh-host-key", "", "the sshd's host key for --compare, 'ssh-ed25519 AAAA...'")
+	f.StringVar(&o.python, "python", "bench/.venv/bin/python", "Python with the peers' requirements (make bench-deps)")
+	f.StringVar(&o.peersDir, "peers-dir", "bench/peers", "directory of the Python peers")
+	f.IntVar(&o.conns, "peer-conns", 6, "connections of the pooled peers (and ControlMaster connections of openssh-mux)")
+	f.IntVar(&o.sessions, "peer-sessions", 8, "channels per connection of the pooled Python peers")
+	f.IntVar(&o.concurrencyCap, "concurrency-cap", 256, "most requests in flight per run (0 = no cap); waiting for a slot counts in latency")
+	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")
+	f.DurationVar(&o.drain, "drain", 10*time.Second, "how long stragglers may finish after a rate's window")
+	f.StringVar(&o.jsonOut, "json", "", "write every run's summary to this JSON file")
+	f.StringVar(&o.mdOut, "markdown", "", "write Markdown tables to this file")
+	f.StringVar(&o.plots, "plots", "", "write PNG figures into this directory")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "no progress on stderr")
+}
+
+// targets validates the options and returns the targets to measure (not started).
+func (o *benchOptions) targets() (*bench.Targets, error) {
+	if o.token == "" {
+		o.token = os.Getenv("SSHAPI_TOKEN")
+	}
+	switch {
+	case o.url == "":
+		return nil, errors.New("--url (or SSHAPI_URL) is required")
+	case o.token == "":
+		return nil, errors.New("--token (or SSHAPI_TOKEN) is required")
+	case o.system == "":
+		return nil, errors.New("--system is required")
+	}
+	peers, err := bench.ParsePeers(o.compare)
+	if err != nil {
+		return nil, fmt.Errorf("--compare: %w", err)
+	}
+	t := &bench.Targets{API: &bench.API{BaseURL: o.url, Token: o.token}, System: o.system, Peers: peers,
+		Python: o.python, PeersDir: o.peersDir, Conns: o.conns, Sessions: o.sessions}
+	if len(peers) == 0 {
+		return t, nil
+	}
+	if o.ssh == "" || o.sshKey == "" || o.sshHostKey == "" {
+		return nil, errors.New("--compare needs --ssh user@host[:port], --ssh-key and --ssh-host-key")
+	}
+	ep, err := parseSSH(o.ssh)
+	if err != nil {
+		return nil, err
+	}
+	ep.HostKey = strings.TrimSpace(o.sshHostKey)
+	key, err := os.ReadFile(o.sshKey)
+	if err != nil {
+		return nil, fmt.Errorf("--ssh-key: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "sshapi-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	if t.Endpoint, err = bench.WriteSSHFiles(dir, ep, key); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func parseSSH(s string) (bench.SSHEndpoint, error) {
+	userPart, hostPart, ok := strings.Cut(s, "@")
+	if !ok || userPart == "" || hostPart == "" {
+		return bench.SSHEndpoint{}, fmt.Errorf("--ssh %q: want user@host[:port]", s)
+	}
+	ep := bench.SSHEndpoint{User: userPart, Host: hostPart, Port: 22}
+	if h, p, err := net.SplitHostPort(hostPart); err == nil {
+		port, perr := strconv.Atoi(p)
+		if perr != nil || port < 1 || port > 65535 {
+			return bench.SSHEndpoint{}, fmt.Errorf("--ssh %q: bad port", s)
+		}
+		ep.Host, ep.Port = h, port
+	}
+	return ep, nil
+}
+
+func (o *benchOptions) runner(t *bench.Targets, stderr io.Writer) *bench.Runner {
+	r := &bench.Runner{Targets: t, Report: &bench.Report{Meta: study.Machine(context.Background())},
+		Timeout: o.timeout, Drain: o.drain, MaxInFlight: o.concurrencyCap, Warmup: 24}
+	r.Report.Meta.Started = time.Now()
+	r.Report.Meta.Runs = 1
+	if !o.quiet {
+		r.Progress = stderr
+	}
+	return r
+}
+
+// measure starts the targets, runs fn, stops them and writes the outputs.
+func (o *benchOptions) measure(ctx context.Context, stdout, stderr io.Writer, fn func(ctx context.Context, r *bench.Runner) error) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t, err := o.targets()
+	if err != nil {
+		return err
+	}
+	if t.Endpoint.KeyFile != "" {
+		defer os.RemoveAll(dirOf(t.Endpoint.KeyFile))
+	}
+	if err := t.Start(ctx); err != nil {
+		return err
+	}
+	defer t.Stop()
+	r := o.runner(t, stderr)
+	r.Report.Meta.Versions = t.Versions()
+	runErr := fn(ctx, r)
+	if len(r.Report.Runs) == 0 {
+		return runErr
+	}
+	return errors.Join(runErr, o.write(r.Report, stdout))
+}
+
+func dirOf(path string) string {
+	i := strings.LastIndexByte(path, '/')
+	if i <= 0 {
+		return "."
+	}
+	return path[:i]
+}
+
+func (o *benchOptions) write(rep *bench.Report, stdout io.Writer) error {
+	if err := rep.WriteHeadline(stdout); err != nil {
+		return err
+	}
+	if err := rep.WriteMarkdown(stdout); err != nil {
+		return err
+	}
+	if o.jsonOut != "" {
+		if err := rep.WriteJSON(o.jsonOut); err != nil {
+			return err
+		}
+	}
+	if o.mdOut != "" {
+		f, err := os.Create(o.mdOut)
+		if err != nil {
+			return fmt.Errorf("--markdown: %w", err)
+		}
+		err = errors.Join(rep.WriteHeadline(f), rep.WriteMarkdown(f), f.Close())
+		if err != nil {
+			return fmt.Errorf("--markdown: %w", err)
+		}
+	}
+	if o.plots != "" {
+		names, err := bench.WritePlots(rep, o.plots)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			fmt.Fprintf(stdout, "wrote %s/%s\n", o.plots, n)
+		}
+	}
+	return nil
+}
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load-test sshapi (open loop, latency from the scheduled send) beside OpenSSH and Python peers",
+	}
+	cmd.AddCommand(newBenchCommandsCmd(), newBenchBurstCmd(), newBenchSessionsCmd(), newBenchPaperCmd(), newBenchReportCmd())
+	return cmd
+}
+
+func newBenchCommandsCmd() *cobra.Command {
+	var o benchOptions
+	var command, rates string
+	var duration time.Duration
+	cmd := &cobra.Command{
+		Use:   "commands",
+		Short: "Run a command at constant arrival rates and report latency percentiles and errors per rate",
+		Example: `  sshapi bench commands --url $SSHAPI_URL --system hpc --command uptime --rates 10,50,90,100,500 --duration 30s
+  sshapi bench commands --system hpc --rates 50,90 --compare all --ssh me@hpc:22 --ssh-key ~/.ssh/id_ed25519 \
+      --ssh-host-key "$(ssh-keyscan -t ed25519 hpc | cut -d' ' -f2-)" --json out.json --markdown out.md --plots img`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rs, err := parseRates(rates)
+			if err != nil {
+				return err
+			}
+			if duration <= 0 {
+				return errors.New("--duration must be positive")
+			}
+			return o.measure(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), func(ctx context.Context, r *bench.Runner) error {
+				return r.Commands(ctx, command, rs, duration)
+			})
+		},
+	}
+	o.addFlags(cmd)
+	cmd.Flags().StringVar(&command, "command", "uptime", "the remote command")
+	cmd.Flags().StringVar(&rates, "rates", "10,50,90,100,500", "offered rates in requests/s, comma-separated")
+	cmd.Flags().DurationVar(&duration, "duration", 30*time.Second, "scheduling window per rate and target")
+	return cmd
+}
+
+func newBenchBurstCmd() *cobra.Command {
+	var o benchOptions
+	var command string
+	var n int
+	cmd := &cobra.Command{
+		Use:   "burst",
+		Short: "Send n requests at the same instant and report the time until all are done, and errors",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if n <= 0 {
+				return errors.New("--n must be positive")
+			}
+			return o.measure(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), func(ctx context.Context, r *bench.Runner) error {
+				return r.Burst(ctx, command, n)
+			})
+		},
+	}
+	o.addFlags(cmd)
+	cmd.Flags().StringVar(&command, "command", "uptime", "the remote command")
+	cmd.Flags().IntVar(&n, "n", 500, "requests sent at once")
+	_ = cmd.Flags().Set("concurrency-cap", "0")
+	return cmd
+}
+
+func newBenchSessionsCmd() *cobra.Command {
+	var o benchOptions
+	var n int
+	cmd := &cobra.Command{
+		Use:   "sessions",
+		Short: "Establish n fresh authenticated SSH connections at once (sshapi: n credential checks, each dials) and report time and failures",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if n <= 0 {
+				return errors.New("--n must be positive")
+			}
+			return o.measure(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), func(ctx context.Context, r *bench.Runner) error {
+				return r.Sessions(ctx, n)
+			})
+		},
+	}
+	o.addFlags(cmd)
+	cmd.Flags().IntVar(&n, "n", 200, "connections requested at once")
+	return cmd
+}
+
+func newBenchPaperCmd() *cobra.Command {
+	var o study.Options
+	var rates, compare string
+	cmd := &cobra.Command{
+		Use:   "paper",
+		Short: "Reproduce the SSH-API study's load test on this machine: throwaway stock sshd + sshapi, sweep, burst, sessions; writes docs/benchmarks.md and plots (needs root)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Rates, err = parseRates(rates); err != nil {
+				return err
+			}
+			if o.Peers, err = bench.ParsePeers(compare); err != nil {
+				return fmt.Errorf("--compare: %w", err)
+			}
+			if o.Peers == nil {
+				o.Peers = []string{}
+			}
+			o.Progress = cmd.ErrOrStderr()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := study.Run(ctx, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s/benchmarks.md, %s/benchmarks.json and %s/img/ (%d runs)\n", o.Out, o.Out, o.Out, len(rep.Runs))
+			return rep.WriteHeadline(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Out, "out", "docs", "directory for benchmarks.md, benchmarks.json and img/")
+	f.StringVar(&rates, "rates", "10,50,90,100,500", "offered rates in requests/s")
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "scheduling window per rate and target (longer is steadier)")
+	f.IntVar(&o.BurstN, "burst", 500, "burst size (-1 skips)")
+	f.IntVar(&o.SessionsN, "sessions", 200, "fresh SSH connections at once (-1 skips)")
+	f.IntVar(&o.LsFiles, "ls-files", 10000, "files in the directory `ls` lists")
+	f.StringVar(&compare, "compare", "all", "peers beside sshapi: all, none, or a list of "+strings.Join(bench.AllPeers, ","))
+	f.StringVar(&o.Python, "python", "bench/.venv/bin/python", "Python with the peers' requirements (make bench-deps)")
+	f.StringVar(&o.PeersDir, "peers-dir", "bench/peers", "directory of the Python peers")
+	f.StringVar(&o.SSHDConfig, "sshd-config", "", "extra sshd_config lines, e.g. 'MaxStartups 3000' (default: stock limits)")
+	f.IntVar(&o.MaxInFlight, "concurrency-cap", 256, "most requests in flight per run")
+	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "per-request timeout")
+	f.DurationVar(&o.Drain, "drain", 10*time.Second, "how long stragglers may finish after a rate's window")
+	return cmd
+}
+
+func newBenchReportCmd() *cobra.Command {
+	var o benchOptions
+	var in string
+	cmd := &cobra.Command{
+		Use:   "report",
+		Short: "Re-render Markdown tables and plots from a --json file",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep, err := bench.ReadJSON(in)
+			if err != nil {
+				return err
+			}
+			o.jsonOut = ""
+			return o.write(rep, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&in, "json", "", "a report written by --json")
+	cmd.Flags().StringVar(&o.mdOut, "markdown", "", "write Markdown tables to this file")
+	cmd.Flags().StringVar(&o.plots, "plots", "", "write PNG figures into this directory")
+	_ = cmd.MarkFlagRequired("json")
+	return cmd
+}
+
+func parseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("--rates: %q is not a positive number", f)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--rates: give at least one rate")
+	}
+	return out, nil
+}
