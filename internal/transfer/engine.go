@@ -1,0 +1,542 @@
+package transfer
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/sshapi/sshapi/internal/sshpool"
+)
+
+// Pool is what transfers need from the SSH connection pool: dedicated SFTP channels for data and
+// exec sessions for sha256sum and cp. *sshpool.Pool implements it.
+type Pool interface {
+	NewSession(ctx context.Context, t sshpool.Target) (*sshpool.Session, error)
+	DedicatedSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error)
+}
+
+// System is how to reach one of a user's systems.
+type System struct {
+	Target sshpool.Target
+	// RootDir, if set, confines the transfer's paths on this system.
+	RootDir string
+}
+
+// Resolver finds a user's system when a run starts (credentials may have changed since the
+// transfer was submitted). Errors that retrying cannot fix wrap ErrSystem.
+type Resolver interface {
+	Resolve(ctx context.Context, owner, system string) (System, error)
+}
+
+// ErrSystem is wrapped by Resolver errors for a system that is gone or unusable (no credential).
+var ErrSystem = errors.New("system unusable")
+
+// Config tunes the engine. Zero fields take the defaults shown.
+type Config struct {
+	// Workers is how many transfers run at once on this instance (4).
+	Workers int
+	// MinStreams and MaxStreams bound the automatic stream count (1, 16).
+	MinStreams, MaxStreams int
+	// LinkRate is the bandwidth in bytes/s assumed when choosing streams from the RTT
+	// (1.25e9, 10 Gbit/s): streams = LinkRate × RTT / 2 MiB.
+	LinkRate float64
+	// SmallFileConcurrency is how many single-range files one batch copies at once (8).
+	SmallFileConcurrency int
+	// BatchFiles is how many small files are verified with one sha256sum (64).
+	BatchFiles int
+	// RetryBase and RetryMax bound the exponential backoff between rounds (1s, 1m).
+	RetryBase, RetryMax time.Duration
+	// MaxItemAttempts is how often a file is tried after errors other than a lost connection
+	// (verification mismatches, remote failures) before it fails (5). Lost connections are
+	// retried until the deadline.
+	MaxItemAttempts int
+	// LeaseTTL is how long a run's claim on a transfer lasts without a heartbeat (30s);
+	// heartbeats come every LeaseTTL/3, and that is also how often progress is saved.
+	LeaseTTL time.Duration
+	// ReapInterval is how often transfers whose runner died are re-queued (15s).
+	ReapInterval time.Duration
+	// PollInterval is how often River looks for new jobs (200ms).
+	PollInterval time.Duration
+	// CommandTimeout bounds one sha256sum or cp batch (1h).
+	CommandTimeout time.Duration
+	// OpenTimeout bounds acquiring an SFTP channel for a stream (20s).
+	OpenTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Workers, 4)
+	def(&c.MinStreams, 1)
+	def(&c.MaxStreams, MaxStreams)
+	def(&c.SmallFileConcurrency, 8)
+	def(&c.BatchFiles, 64)
+	def(&c.MaxItemAttempts, 5)
+	if c.LinkRate <= 0 {
+		c.LinkRate = 1.25e9
+	}
+	defd(&c.RetryBase, time.Second)
+	defd(&c.RetryMax, time.Minute)
+	defd(&c.LeaseTTL, 30*time.Second)
+	defd(&c.ReapInterval, 15*time.Second)
+	defd(&c.PollInterval, 200*time.Millisecond)
+	defd(&c.CommandTimeout, time.Hour)
+	defd(&c.OpenTimeout, 20*time.Second)
+}
+
+// Deps are the engine's collaborators.
+type Deps struct {
+	// DB holds the transfer tables and River's (see OpenSQLite). The engine does not close it.
+	DB       *sql.DB
+	Pool     Pool
+	Resolver Resolver
+	Log      *slog.Logger
+	// Registerer receives the engine's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+// queueName is the River queue transfer jobs run on.
+const queueName = "transfers"
+
+// jobArgs is the River job that runs (or resumes) one transfer.
+type jobArgs struct {
+	TransferID string `json:"transfer_id"`
+}
+
+// Kind names the job for River.
+func (jobArgs) Kind() string { return "sshapi_transfer" }
+
+// Engine runs transfers. Create it with New, Start it, and Stop it before closing the database.
+type Engine struct {
+	cfg      Config
+	db       *db
+	pool     Pool
+	resolver Resolver
+	log      *slog.Logger
+	river    *river.Client[*sql.Tx]
+	instance string // lease owner name of this process
+	metrics  *metrics
+
+	mu   sync.Mutex
+	runs map[string]*run
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New builds an engine on d.DB (migrated by OpenSQLite).
+func New(cfg Config, d Deps) (*Engine, error) {
+	cfg.setDefaults()
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg: cfg, db: &db{sql: d.DB}, pool: d.Pool, resolver: d.Resolver, log: d.Log,
+		instance: "i-" + randomHex(8), runs: map[string]*run{}, metrics: newMetrics(d.Registerer),
+	}
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &worker{e: e}); err != nil {
+		return nil, fmt.Errorf("transfer worker: %w", err)
+	}
+	client, err := river.NewClient(riversqlite.New(d.DB), &river.Config{
+		ID:                e.instance,
+		Queues:            map[string]river.QueueConfig{queueName: {MaxWorkers: cfg.Workers}},
+		Workers:           workers,
+		FetchPollInterval: cfg.PollInterval,
+		FetchCooldown:     min(cfg.PollInterval, 100*time.Millisecond),
+		JobTimeout:        -1,
+		Logger:            d.Log.With("component", "river"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	e.river = client
+	return e, nil
+}
+
+// Start starts working jobs and the reaper that re-queues transfers whose runner died.
+func (e *Engine) Start(ctx context.Context) error {
+	if err := e.river.Start(ctx); err != nil {
+		return fmt.Errorf("start river: %w", err)
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancel = cancel
+	e.wg.Add(1)
+	go e.reaper(rctx)
+	return nil
+}
+
+// Stop stops taking jobs and interrupts running transfers, which save their progress and go back
+// to the queue to resume on the next Start (here or on another instance). It waits for them
+// within ctx.
+func (e *Engine) Stop(ctx context.Context) error {
+	if e.cancel != nil {
+		e.cancel()
+	}
+	e.wg.Wait()
+	if err := e.river.StopAndCancel(ctx); err != nil {
+		return fmt.Errorf("stop river: %w", err)
+	}
+	return nil
+}
+
+// reaper periodically re-queues running transfers whose lease expired.
+func (e *Engine) reaper(ctx context.Context) {
+	defer e.wg.Done()
+	t := time.NewTicker(e.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		if err := e.reap(ctx); err != nil && ctx.Err() == nil {
+			e.log.Warn("transfer reaper", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (e *Engine) reap(ctx context.Context) error {
+	tx, err := e.db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("reap: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	rows, err := tx.QueryContext(ctx, `UPDATE transfers SET lease_owner = '', lease_until = 0, status = 'queued'
+		WHERE status = 'running' AND lease_owner != '' AND lease_until < ? RETURNING id`, micros(time.Now()))
+	if err != nil {
+		return fmt.Errorf("reap: %w", err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("reap: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	for _, id := range ids {
+		if _, err := e.river.InsertTx(ctx, tx, jobArgs{TransferID: id}, e.insertOpts()); err != nil {
+			return fmt.Errorf("reap: requeue %s: %w", id, err)
+		}
+		e.log.Info("transfer re-queued after its runner stopped heartbeating", "id", id)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("reap: %w", err)
+	}
+	return nil
+}
+
+func (e *Engine) insertOpts() *river.InsertOpts {
+	return &river.InsertOpts{Queue: queueName, MaxAttempts: 50}
+}
+
+// Submit validates req, records a queued transfer for owner and enqueues its job. A request
+// with an idempotency key the owner used before returns that transfer (created false), or
+// ErrConflict if the request differs. Validation errors are *FieldError. The caller checks that
+// both systems are the owner's.
+func (e *Engine) Submit(ctx context.Context, owner string, req Request) (*Transfer, bool, error) {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	deadline, err := req.normalize(now)
+	if err != nil {
+		return nil, false, err
+	}
+	if req.IdempotencyKey != "" {
+		if t, ok, err := e.sameKey(ctx, owner, req); ok || err != nil {
+			return t, false, err
+		}
+	}
+	t := &Transfer{
+		ID: "tr-" + randomHex(10), Owner: owner, Status: StatusQueued,
+		Source: req.Source, Destination: req.Destination, Recursive: req.Recursive, Sync: req.Sync,
+		Verify: req.Verify, Streams: req.Streams, ChunkSize: req.ChunkSize,
+		SameSystem: req.Source.System == req.Destination.System, IdempotencyKey: req.IdempotencyKey,
+		CreatedAt: now, Deadline: deadline,
+	}
+	tx, err := e.db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("submit: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if err := e.db.insertTransfer(ctx, tx, t, req); err != nil {
+		if req.IdempotencyKey != "" && strings.Contains(err.Error(), "UNIQUE") {
+			_ = tx.Rollback()
+			if t, ok, err := e.sameKey(ctx, owner, req); ok || err != nil {
+				return t, false, err
+			}
+		}
+		return nil, false, err
+	}
+	if _, err := e.river.InsertTx(ctx, tx, jobArgs{TransferID: t.ID}, e.insertOpts()); err != nil {
+		return nil, false, fmt.Errorf("enqueue transfer: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, false, fmt.Errorf("submit: %w", err)
+	}
+	e.log.Info("transfer queued", "id", t.ID, "owner", owner, "source", t.Source.System, "destination", t.Destination.System)
+	return t, true, nil
+}
+
+// sameKey returns the owner's transfer with req's idempotency key, if there is one.
+func (e *Engine) sameKey(ctx context.Context, owner string, req Request) (*Transfer, bool, error) {
+	t, prev, err := e.db.byKey(ctx, owner, req.IdempotencyKey)
+	if errors.Is(err, ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if !reflect.DeepEqual(prev, req) {
+		return nil, true, fmt.Errorf("%w: idempotency_key %q was used for a different request (transfer %s)", ErrConflict, req.IdempotencyKey, t.ID)
+	}
+	e.overlay(t)
+	return t, true, nil
+}
+
+// Get returns the owner's transfer id with live progress, or ErrNotFound.
+func (e *Engine) Get(ctx context.Context, owner, id string) (*Transfer, error) {
+	t, err := e.db.get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	e.overlay(t)
+	return t, nil
+}
+
+// List returns up to limit (default 100, at most 1000) of the owner's transfers, newest first,
+// optionally only those in status.
+func (e *Engine) List(ctx context.Context, owner string, status Status, limit int) ([]Transfer, error) {
+	if status != "" && !status.valid() {
+		return nil, &FieldError{Field: "status", Message: "must be one of queued, running, succeeded, failed, canceled"}
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	ts, err := e.db.list(ctx, owner, status, min(limit, 1000))
+	if err != nil {
+		return nil, err
+	}
+	for i := range ts {
+		e.overlay(&ts[i])
+	}
+	return ts, nil
+}
+
+// Items returns up to limit (default 1000, at most 10000) items of the owner's transfer with
+// seq greater than after, optionally of one status.
+func (e *Engine) Items(ctx context.Context, owner, id string, after int64, limit int, status ItemStatus) ([]Item, error) {
+	switch status {
+	case "", ItemPending, ItemDone, ItemSkipped, ItemFailed:
+	default:
+		return nil, &FieldError{Field: "status", Message: "must be one of pending, done, skipped, failed"}
+	}
+	t, err := e.db.get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = 1000
+	}
+	items, err := e.db.items(ctx, id, after, min(limit, 10000), status)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := e.db.ranges(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for i := range items {
+		it := &items[i]
+		if it.Kind != KindFile {
+			continue
+		}
+		it.Ranges = rangesOf(it.Size, t.ChunkSize)
+		switch {
+		case it.Status == ItemDone:
+			it.RangesDone = it.Ranges
+		case it.Ranges > 1:
+			it.RangesDone = len(rs[it.Seq])
+		}
+	}
+	return items, nil
+}
+
+// Cancel stops the owner's transfer if it has not finished and removes its temporary files.
+// A run on this instance is interrupted and waited for; a run elsewhere notices at its next
+// heartbeat. It returns the transfer's state afterwards.
+func (e *Engine) Cancel(ctx context.Context, owner, id string) (*Transfer, error) {
+	t, err := e.db.get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	changed, err := e.db.cancel(ctx, owner, id, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		e.mu.Lock()
+		r := e.runs[id]
+		e.mu.Unlock()
+		if r != nil {
+			r.cancel(errUserCanceled)
+			select {
+			case <-r.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("cancel %s: waiting for the run to stop: %w", id, ctx.Err())
+			}
+		} else if err := e.cleanupIdle(ctx, t); err != nil {
+			e.log.Warn("transfer canceled; removing temporary files failed", "id", id, "err", err)
+		}
+		e.log.Info("transfer canceled", "id", id, "owner", owner)
+	}
+	return e.Get(ctx, owner, id)
+}
+
+// cleanupIdle removes the temporary files of a transfer no run is working on.
+func (e *Engine) cleanupIdle(ctx context.Context, t *Transfer) error {
+	items, err := e.db.items(ctx, t.ID, -1, 0, ItemPending)
+	if err != nil {
+		return err
+	}
+	var staged []*Item
+	for i := range items {
+		if items[i].staged && items[i].Kind == KindFile {
+			staged = append(staged, &items[i])
+		}
+	}
+	if len(staged) == 0 {
+		return nil
+	}
+	dst, err := e.resolver.Resolve(ctx, t.Owner, t.Destination.System)
+	if err != nil {
+		return fmt.Errorf("resolve destination: %w", err)
+	}
+	return removeTemps(ctx, e.pool, dst.Target, t.ID, staged, e.cfg.OpenTimeout)
+}
+
+// overlay replaces t's progress with the live figures of a run on this instance.
+func (e *Engine) overlay(t *Transfer) {
+	e.mu.Lock()
+	r := e.runs[t.ID]
+	e.mu.Unlock()
+	if r != nil && !t.Status.Terminal() {
+		p := r.progress()
+		t.BytesTotal, t.BytesDone, t.BytesRead = p.bytesTotal, p.bytesDone, p.bytesRead
+		t.FilesTotal, t.FilesDone, t.FilesFailed, t.FilesSkipped = p.filesTotal, p.filesDone, p.filesFailed, p.filesSkipped
+		t.RateBytesPerS, t.Streams = p.rate, p.streams
+	}
+	if t.Status == StatusRunning && t.RateBytesPerS > 0 && t.BytesTotal > t.BytesDone {
+		eta := int64(float64(t.BytesTotal-t.BytesDone) / t.RateBytesPerS)
+		t.ETAS = &eta
+	} else if t.Status == StatusSucceeded {
+		zero := int64(0)
+		t.ETAS = &zero
+	}
+}
+
+// worker is the River worker for transfer jobs.
+type worker struct {
+	river.WorkerDefaults[jobArgs]
+	e *Engine
+}
+
+// Timeout disables River's job timeout: a transfer is bounded by its own deadline.
+func (w *worker) Timeout(*river.Job[jobArgs]) time.Duration { return -1 }
+
+// Work runs or resumes the transfer.
+func (w *worker) Work(ctx context.Context, job *river.Job[jobArgs]) error {
+	err := w.e.runTransfer(ctx, job.Args.TransferID)
+	if errors.Is(err, errRequeue) {
+		return river.JobSnooze(0)
+	}
+	if err != nil && job.Attempt >= job.MaxAttempts {
+		w.e.failHard(job.Args.TransferID, err)
+	}
+	return err
+}
+
+// failHard marks a transfer failed when its job gives up.
+func (e *Engine) failHard(id string, cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t, err := e.db.get(ctx, "", id)
+	if err != nil {
+		return
+	}
+	p := progress{bytesTotal: t.BytesTotal, bytesDone: t.BytesDone, bytesRead: t.BytesRead, filesTotal: t.FilesTotal,
+		filesDone: t.FilesDone, filesFailed: t.FilesFailed, filesSkipped: t.FilesSkipped, streams: t.Streams}
+	if err := e.db.finish(ctx, id, "", StatusFailed, "giving up: "+cause.Error(), p, time.Now()); err != nil {
+		e.log.Error("mark transfer failed", "id", id, "err", err)
+	}
+}
+
+// JobCount reports River's jobs for transfer id by state, for tests and diagnostics.
+func (e *Engine) jobStates(ctx context.Context) (map[rivertype.JobState]int, error) {
+	res, err := e.river.JobList(ctx, river.NewJobListParams().First(10000))
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	out := map[rivertype.JobState]int{}
+	for _, j := range res.Jobs {
+		out[j.State]++
+	}
+	return out, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// metrics are the engine's Prometheus counters.
+type metrics struct {
+	bytesRead    prometheus.Counter
+	bytesWritten prometheus.Counter
+	runs         *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		bytesRead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sshapi_transfer_source_bytes_read_total",
+			Help: "Bytes read from transfer sources over SFTP, re-sent ranges included.",
+		}),
+		bytesWritten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sshapi_transfer_bytes_written_total",
+			Help: "Bytes of finished ranges and files written to transfer destinations (server-side copies included).",
+		}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sshapi_transfer_runs_total",
+			Help: "Transfer runs by outcome.",
+		}, []string{"outcome"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.bytesRead, m.bytesWritten, m.runs)
+	}
+	return m
+}

@@ -1,0 +1,290 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pkg/sftp"
+
+	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/sshpool"
+)
+
+// quote single-quotes s for a POSIX shell: the result is always one word, whatever s holds.
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// maxScript bounds a generated command line well below Linux's 128 KiB limit for one argument
+// (the line reaches the server as `sh -c LINE`).
+const maxScript = 64 << 10
+
+// errPermanent marks failures that retrying cannot fix (missing source, permission denied,
+// a directory where a file is expected).
+var errPermanent = errors.New("permanent")
+
+// errMismatch marks a verification failure; the file is copied again.
+var errMismatch = errors.New("verification failed")
+
+// permanent wraps err so that isPermanent reports true.
+func permanent(err error) error { return fmt.Errorf("%w (%w)", err, errPermanent) }
+
+// isPermanent reports whether err cannot be fixed by retrying.
+func isPermanent(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, errPermanent) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
+		errors.Is(err, sshpool.ErrAuth) || errors.Is(err, sshpool.ErrHostKey) || errors.Is(err, ErrNotFound) ||
+		errors.Is(err, ErrSystem) {
+		return true
+	}
+	var se *sftp.StatusError
+	if errors.As(err, &se) {
+		switch se.FxCode() {
+		case sftp.ErrSSHFxNoSuchFile, sftp.ErrSSHFxPermissionDenied, sftp.ErrSSHFxOpUnsupported:
+			return true
+		}
+	}
+	return false
+}
+
+// isConnErr reports whether err means the SSH connection or channel (not the operation) failed.
+func isConnErr(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, sftp.ErrSSHFxNoConnection) ||
+		errors.Is(err, sshpool.ErrConnLost) || errors.Is(err, sshpool.ErrUnavailable) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.As(err, &ne) ||
+		strings.Contains(err.Error(), "connection lost") || strings.Contains(err.Error(), "EOF")
+}
+
+// runner runs shell commands on one system.
+type runner struct {
+	pool command.Sessions
+	t    sshpool.Target
+}
+
+// run executes line and returns its stdout; a non-zero exit is returned as an error carrying
+// stderr, classified permanent when stderr says so.
+func (r runner) run(ctx context.Context, line string, timeout time.Duration) (string, string, int, error) {
+	res, err := command.Run(ctx, r.pool, r.t, command.Request{Command: line, Timeout: timeout, MaxOutput: 16 << 20}, nil)
+	if err != nil {
+		return "", "", -1, fmt.Errorf("run on %s: %w", r.t.Key, err)
+	}
+	if res.TimedOut {
+		return res.Stdout, res.Stderr, -1, fmt.Errorf("command on %s timed out after %s", r.t.Key, timeout)
+	}
+	if res.ExitStatus == nil {
+		return res.Stdout, res.Stderr, -1, fmt.Errorf("command on %s killed by signal %s", r.t.Key, res.Signal)
+	}
+	return res.Stdout, res.Stderr, *res.ExitStatus, nil
+}
+
+// classifyStderr turns a remote tool's error text into an error, permanent when it names a
+// condition retrying cannot fix.
+func classifyStderr(op, stderr string) error {
+	msg := strings.TrimSpace(stderr)
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	err := fmt.Errorf("%s: %s", op, msg)
+	for _, p := range []string{"No such file", "Permission denied", "Is a directory", "Not a directory", "Read-only file system"} {
+		if strings.Contains(stderr, p) {
+			return permanent(err)
+		}
+	}
+	return err
+}
+
+// sha256Batch computes the sha256 of each path on the runner's system with one
+// `sha256sum -- 'p1' 'p2' ...` per batch that fits in maxScript. Files that could not be read are
+// missing from the map and their error is in errs.
+func sha256Batch(ctx context.Context, r runner, paths []string, timeout time.Duration) (map[string]string, map[string]error, error) {
+	sums := make(map[string]string, len(paths))
+	errs := map[string]error{}
+	for len(paths) > 0 {
+		var sb strings.Builder
+		sb.WriteString("sha256sum --")
+		n := 0
+		for _, p := range paths {
+			q := quote(p)
+			if n > 0 && sb.Len()+len(q)+1 > maxScript {
+				break
+			}
+			sb.WriteString(" ")
+			sb.WriteString(q)
+			n++
+		}
+		batch := paths[:n]
+		paths = paths[n:]
+		stdout, stderr, _, err := r.run(ctx, sb.String(), timeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		parseSHA256(stdout, sums)
+		for _, p := range batch {
+			if _, ok := sums[p]; !ok {
+				errs[p] = classifyStderr("sha256sum "+p, stderrFor(stderr, p))
+			}
+		}
+	}
+	return sums, errs, nil
+}
+
+// stderrFor returns the stderr lines that mention p, or all of stderr.
+func stderrFor(stderr, p string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, p) {
+			return l
+		}
+	}
+	if stderr == "" {
+		return "no checksum output"
+	}
+	return stderr
+}
+
+// parseSHA256 reads GNU sha256sum output lines "HASH  NAME". A name with a backslash, newline or
+// carriage return is escaped and the line starts with a backslash.
+func parseSHA256(out string, into map[string]string) {
+	for _, line := range strings.Split(out, "\n") {
+		escaped := strings.HasPrefix(line, `\`)
+		if escaped {
+			line = line[1:]
+		}
+		if len(line) < 66 || line[64] != ' ' {
+			continue
+		}
+		sum, name := line[:64], line[66:]
+		if escaped {
+			name = unescapeName(name)
+		}
+		into[name] = sum
+	}
+}
+
+func unescapeName(s string) string {
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			switch s[i+1] {
+			case 'n':
+				sb.WriteByte('\n')
+				i++
+				continue
+			case 'r':
+				sb.WriteByte('\r')
+				i++
+				continue
+			case '\\':
+				sb.WriteByte('\\')
+				i++
+				continue
+			}
+		}
+		sb.WriteByte(s[i])
+	}
+	return sb.String()
+}
+
+// copyPair is one server-side copy.
+type copyPair struct{ src, dst string }
+
+// cpBatch copies each pair on the server with `cp -p -- 'src' 'dst'`, as few commands as
+// maxScript allows. It returns the error of each pair that failed.
+func cpBatch(ctx context.Context, r runner, pairs []copyPair, timeout time.Duration) (map[int]error, error) {
+	failed := map[int]error{}
+	for base := 0; base < len(pairs); {
+		var sb strings.Builder
+		end := base
+		for end < len(pairs) {
+			p := pairs[end]
+			// Each failure prints a marker with the pair's index and cp's message on stdout.
+			line := fmt.Sprintf("cp -p -- %s %s 2>&1 | sed 's/^/%d /' ; ", quote(p.src), quote(p.dst), end)
+			if end > base && sb.Len()+len(line) > maxScript {
+				break
+			}
+			sb.WriteString(line)
+			end++
+		}
+		sb.WriteString("true")
+		stdout, _, _, err := r.run(ctx, sb.String(), timeout)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range strings.Split(stdout, "\n") {
+			var idx int
+			var rest string
+			if n, _ := fmt.Sscanf(l, "%d", &idx); n != 1 || idx < base || idx >= end {
+				continue
+			}
+			if sp := strings.IndexByte(l, ' '); sp >= 0 {
+				rest = l[sp+1:]
+			}
+			if failed[idx] == nil {
+				failed[idx] = classifyStderr("cp "+pairs[idx].src, rest)
+			}
+		}
+		base = end
+	}
+	return failed, nil
+}
+
+// resolvePath makes p absolute (relative to home) and clean, and keeps it inside root when root
+// is set, judging both the path as written and the server's canonical form of its existing
+// part, so a symlink cannot lead outside.
+func resolvePath(c *sftp.Client, home, root, p string) (string, error) {
+	abs := p
+	if !strings.HasPrefix(abs, "/") {
+		abs = path.Join(home, abs)
+	}
+	abs = path.Clean(abs)
+	if root == "" {
+		return abs, nil
+	}
+	if !strings.HasPrefix(root, "/") {
+		root = path.Join(home, root)
+	}
+	root = path.Clean(root)
+	canonRoot, err := c.RealPath(root)
+	if err != nil {
+		return "", fmt.Errorf("resolve root directory %s: %w", root, err)
+	}
+	if !within(root, abs) {
+		return "", permanent(fmt.Errorf("%s is outside the system's root directory %s", p, root))
+	}
+	// The nearest existing ancestor's canonical form, with the missing tail appended.
+	probe, tail := abs, ""
+	for {
+		canon, err := c.RealPath(probe)
+		if err == nil {
+			full := path.Join(canon, tail)
+			if !within(path.Clean(canonRoot), full) {
+				return "", permanent(fmt.Errorf("%s resolves to %s, outside the system's root directory", p, full))
+			}
+			return abs, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || probe == "/" {
+			return "", fmt.Errorf("resolve %s: %w", probe, err)
+		}
+		tail = path.Join(path.Base(probe), tail)
+		probe = path.Dir(probe)
+	}
+}
+
+// within reports whether p is root or below it; both are clean absolute paths.
+func within(root, p string) bool {
+	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
+}
