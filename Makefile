@@ -31,3 +31,26 @@ fmt:
 
 clean:
 	rm -rf bin
+
+## Benchmarks (see docs/benchmarks.md and README "Bench").
+BENCH_VENV  ?= bench/.venv
+PAPER_FLAGS ?=
+.PHONY: bench-deps bench-locust-deps paper
+
+## bench-deps: the Python peers' pinned requirements (asyncssh, paramiko) in bench/.venv.
+bench-deps: $(BENCH_VENV)/.deps-installed
+
+$(BENCH_VENV)/.deps-installed: bench/requirements.txt
+	python3 -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q -r bench/requirements.txt
+	touch $@
+
+## bench-locust-deps: Locust in bench/.venv for bench/locustfile.py.
+bench-locust-deps: bench-deps
+	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-locust.txt
+
+## paper: throwaway stock sshd + sshapi, the study's sweep beside the peers; writes
+## docs/benchmarks.md, docs/benchmarks.json and docs/img/ (root; a few minutes).
+## Longer windows: make paper PAPER_FLAGS='--duration 30s'.
+paper: build bench-deps
+	./bin/sshapi bench paper --out docs $(PAPER_FLAGS)

@@ -19,7 +19,8 @@ type Runner struct {
 	// Warmup requests (8 at a time, unmeasured) precede each target's first run of a command, so
 	// pools are open before measuring. 0 disables.
 	Warmup int
-	// Pause between runs lets the server settle (default 1s).
+	// Pause between runs lets the server settle (default 1s; three times as long after a run
+	// with failures, whose abandoned connections the server may still be tearing down).
 	Pause time.Duration
 	// Progress receives one line per second during runs and one per finished run; nil = quiet.
 	Progress io.Writer
@@ -49,8 +50,12 @@ func (r *Runner) logf(format string, args ...any) {
 }
 
 func (r *Runner) pause(ctx context.Context) error {
+	d := r.Pause
+	if n := len(r.Report.Runs); n > 0 && r.Report.Runs[n-1].Failed > 0 {
+		d *= 3
+	}
 	select {
-	case <-time.After(r.Pause):
+	case <-time.After(d):
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("bench: %w", ctx.Err())

@@ -307,7 +307,7 @@ func newBenchPaperCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.Out, "out", "docs", "directory for benchmarks.md, benchmarks.json and img/")
 	f.StringVar(&rates, "rates", "10,50,90,100,500", "offered rates in requests/s")
-	f.DurationVar(&o.Duration, "duration", 10*time.Second, "scheduling window per rate and target (longer is steadier)")
+	f.DurationVar(&o.Duration, "duration", 5*time.Second, "scheduling window per rate and target (longer gives steadier tails)")
 	f.IntVar(&o.BurstN, "burst", 500, "burst size (-1 skips)")
 	f.IntVar(&o.SessionsN, "sessions", 200, "fresh SSH connections at once (-1 skips)")
 	f.IntVar(&o.LsFiles, "ls-files", 10000, "files in the directory `ls` lists")
@@ -317,7 +317,7 @@ func newBenchPaperCmd() *cobra.Command {
 	f.StringVar(&o.SSHDConfig, "sshd-config", "", "extra sshd_config lines, e.g. 'MaxStartups 3000' (default: stock limits)")
 	f.IntVar(&o.MaxInFlight, "concurrency-cap", 256, "most requests in flight per run")
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "per-request timeout")
-	f.DurationVar(&o.Drain, "drain", 10*time.Second, "how long stragglers may finish after a rate's window")
+	f.DurationVar(&o.Drain, "drain", 5*time.Second, "how long stragglers may finish after a rate's window")
 	return cmd
 }
 

@@ -33,7 +33,7 @@ type Options struct {
 	Out string
 	// Rates are the offered rates (default 10, 50, 90, 100, 500 per second).
 	Rates []float64
-	// Duration is the scheduling window per rate and target (default 10s).
+	// Duration is the scheduling window per rate and target (default 5s).
 	Duration time.Duration
 	// LsFiles is the size of the directory `ls` lists (default 10,000).
 	LsFiles int
@@ -62,7 +62,7 @@ func (o *Options) defaults() {
 		o.Rates = []float64{10, 50, 90, 100, 500}
 	}
 	if o.Duration <= 0 {
-		o.Duration = 10 * time.Second
+		o.Duration = 5 * time.Second
 	}
 	if o.LsFiles == 0 {
 		o.LsFiles = 10000
