@@ -66,6 +66,13 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/systems/{id}/filetype/{path...}", false, s.fileType},
 		{"GET", "/v1/systems/{id}/df/{path...}", false, s.diskUsage},
 
+		{"POST", "/v1/transfers", false, s.createTransfer},
+		{"GET", "/v1/transfers", false, s.listTransfers},
+		{"GET", "/v1/transfers/{id}", false, s.getTransfer},
+		{"DELETE", "/v1/transfers/{id}", false, s.cancelTransfer},
+		{"GET", "/v1/transfers/{id}/items", false, s.listTransferItems},
+		{"GET", "/v1/transfers/{id}/events", false, s.transferEvents},
+
 		{"GET", "/sshapi/v2/{$}", true, s.paperWelcome},
 		{"GET", "/sshapi/v2", false, s.paperList},
 		{"POST", "/sshapi/v2", false, s.paperCreate},

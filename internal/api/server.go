@@ -55,6 +55,8 @@ type Deps struct {
 	// Gatherer serves /metrics; defaults to Registry.
 	Gatherer prometheus.Gatherer
 	Version  string
+	// Transfers runs /v1/transfers; nil answers those routes with 503.
+	Transfers Transfers
 }
 
 // Server serves the HTTP API.

@@ -5,6 +5,7 @@ package service
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store/sqlite"
+	"github.com/sshapi/sshapi/internal/transfer"
 )
 
 // Files inside the data directory.
@@ -30,6 +32,8 @@ const (
 	MasterKeyFile = "master.key"
 	JWTSecretFile = "jwt-secret"
 	DatabaseFile  = "sshapi.db"
+	// TransfersFile holds transfers and their River job queue.
+	TransfersFile = "transfers.db"
 )
 
 // Version is the build's version, set by the linker (-X) or left as "dev".
@@ -42,6 +46,8 @@ type Service struct {
 	db       *sqlite.DB
 	verifier *auth.Verifier
 	pool     *sshpool.Pool
+	tdb      *sql.DB
+	engine   *transfer.Engine
 	api      *api.Server
 	http     *http.Server
 	ln       net.Listener
@@ -94,17 +100,39 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pool := sshpool.New(cfg.Pool, log.With("component", "sshpool"), reg)
-	srv := api.New(cfg.HTTP, api.Deps{
-		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier,
+	tdb, err := transfer.OpenSQLite(ctx, filepath.Join(cfg.DataDir, TransfersFile))
+	if err != nil {
+		db.Close()
+		verifier.Close()
+		return nil, fmt.Errorf("transfer store: %w", err)
+	}
+	var srv *api.Server // the engine reaches systems through the API's credentials and host key policy
+	engine, err := transfer.New(transfer.Config{}, transfer.Deps{
+		DB: tdb, Pool: pool, Log: log.With("component", "transfer"), Registerer: reg,
+		Resolver: transfer.ResolverFunc(func(ctx context.Context, owner, system string) (transfer.System, error) {
+			return srv.TransferResolver().Resolve(ctx, owner, system)
+		}),
+	})
+	if err != nil {
+		tdb.Close()
+		db.Close()
+		verifier.Close()
+		return nil, fmt.Errorf("transfer engine: %w", err)
+	}
+	srv = api.New(cfg.HTTP, api.Deps{
+		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine,
 		Log: log.With("component", "api"), Registry: reg, Version: Version,
 	})
-	return &Service{cfg: cfg, log: log, db: db, verifier: verifier, pool: pool, api: srv, served: make(chan error, 1)}, nil
+	return &Service{cfg: cfg, log: log, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, served: make(chan error, 1)}, nil
 }
 
 // Start listens on the configured address and serves in the background.
 func (s *Service) Start(ctx context.Context) error {
 	if err := s.pool.Start(ctx); err != nil {
 		return fmt.Errorf("pool: %w", err)
+	}
+	if err := s.engine.Start(ctx); err != nil {
+		return fmt.Errorf("transfer engine: %w", err)
 	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
@@ -137,11 +165,17 @@ func (s *Service) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("http serve: %w", err))
 		}
 	}
+	if err := s.engine.Stop(ctx); err != nil { // running transfers save progress and re-queue
+		errs = append(errs, fmt.Errorf("transfer engine: %w", err))
+	}
 	if err := s.pool.Stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.verifier.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("verifier: %w", err))
+	}
+	if err := s.tdb.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("transfer store: %w", err))
 	}
 	if err := s.db.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("store: %w", err))

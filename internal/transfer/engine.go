@@ -41,6 +41,14 @@ type Resolver interface {
 	Resolve(ctx context.Context, owner, system string) (System, error)
 }
 
+// ResolverFunc adapts a function to Resolver.
+type ResolverFunc func(ctx context.Context, owner, system string) (System, error)
+
+// Resolve calls f.
+func (f ResolverFunc) Resolve(ctx context.Context, owner, system string) (System, error) {
+	return f(ctx, owner, system)
+}
+
 // ErrSystem is wrapped by Resolver errors for a system that is gone or unusable (no credential).
 var ErrSystem = errors.New("system unusable")
 

@@ -128,6 +128,12 @@ var ErrNotFound = errors.New("transfer not found")
 // ErrConflict is wrapped when an idempotency key is reused with a different request.
 var ErrConflict = errors.New("transfer conflict")
 
+// Validate reports the first invalid field of r as a *FieldError, without changing r.
+func (r Request) Validate(now time.Time) error {
+	_, err := r.normalize(now)
+	return err
+}
+
 // normalize validates r, fills defaults and returns the absolute deadline. Errors are
 // *FieldError.
 func (r *Request) normalize(now time.Time) (time.Time, error) {

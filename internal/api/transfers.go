@@ -1,0 +1,240 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/store"
+	"github.com/sshapi/sshapi/internal/transfer"
+)
+
+// Transfers is what the API needs from the transfer engine; *transfer.Engine implements it.
+type Transfers interface {
+	Submit(ctx context.Context, owner string, req transfer.Request) (*transfer.Transfer, bool, error)
+	Get(ctx context.Context, owner, id string) (*transfer.Transfer, error)
+	List(ctx context.Context, owner string, status transfer.Status, limit int) ([]transfer.Transfer, error)
+	Items(ctx context.Context, owner, id string, after int64, limit int, status transfer.ItemStatus) ([]transfer.Item, error)
+	Cancel(ctx context.Context, owner, id string) (*transfer.Transfer, error)
+}
+
+// sseInterval is how often the events stream looks for progress; sseKeepalive how often an idle
+// stream sends a comment so proxies keep it open.
+const (
+	sseInterval  = 250 * time.Millisecond
+	sseKeepalive = 15 * time.Second
+)
+
+// TransferResolver returns the resolver the transfer engine uses to reach a user's systems when
+// a run starts, with the same credentials, host key policy and root directory as the API.
+func (s *Server) TransferResolver() transfer.Resolver { return transferResolver{s} }
+
+type transferResolver struct{ s *Server }
+
+// Resolve returns owner's system id; a system or credential that is gone wraps
+// transfer.ErrSystem.
+func (r transferResolver) Resolve(ctx context.Context, owner, id string) (transfer.System, error) {
+	t, sys, err := r.s.target(ctx, owner, id)
+	var he *httpError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return transfer.System{}, fmt.Errorf("%w: system %q no longer exists", transfer.ErrSystem, id)
+	case errors.As(err, &he) && he.status < 500:
+		return transfer.System{}, fmt.Errorf("%w: %s", transfer.ErrSystem, he.detail)
+	case err != nil:
+		return transfer.System{}, err
+	}
+	return transfer.System{Target: t, RootDir: sys.RootDir}, nil
+}
+
+func (s *Server) transfers() (Transfers, error) {
+	if s.deps.Transfers == nil {
+		return nil, errStatus(http.StatusServiceUnavailable, "transfers are not enabled on this server")
+	}
+	return s.deps.Transfers, nil
+}
+
+// transferErr maps the engine's errors to problems.
+func transferErr(id string, err error) error {
+	var fe *transfer.FieldError
+	switch {
+	case errors.As(err, &fe):
+		return badField(fe.Field, "%s", fe.Message)
+	case errors.Is(err, transfer.ErrNotFound):
+		return errStatus(http.StatusNotFound, "no transfer %q for this user", id)
+	case errors.Is(err, transfer.ErrConflict):
+		return &httpError{status: http.StatusConflict, detail: err.Error()}
+	}
+	return err
+}
+
+func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) error {
+	tr, err := s.transfers()
+	if err != nil {
+		return err
+	}
+	var req transfer.Request
+	if err := decodeJSON(r, &req); err != nil {
+		return err
+	}
+	if err := req.Validate(time.Now()); err != nil {
+		return transferErr("", err)
+	}
+	owner := principal(r).User
+	for _, ep := range []struct{ role, id string }{{"source", req.Source.System}, {"destination", req.Destination.System}} {
+		_, _, err := s.target(r.Context(), owner, ep.id)
+		var he *httpError
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return errStatus(http.StatusNotFound, "%s system %q not found for this user", ep.role, ep.id)
+		case errors.As(err, &he):
+			he.detail = ep.role + " " + he.detail
+			return he
+		case err != nil:
+			return err
+		}
+	}
+	t, created, err := tr.Submit(r.Context(), owner, req)
+	if err != nil {
+		return transferErr("", err)
+	}
+	w.Header().Set("Location", "/v1/transfers/"+t.ID)
+	status := http.StatusAccepted
+	if !created {
+		status = http.StatusOK // an earlier submission with the same idempotency key
+	}
+	writeJSON(w, status, t)
+	return nil
+}
+
+func (s *Server) listTransfers(w http.ResponseWriter, r *http.Request) error {
+	tr, err := s.transfers()
+	if err != nil {
+		return err
+	}
+	limit, err := queryInt(r, "limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	ts, err := tr.List(r.Context(), principal(r).User, transfer.Status(r.URL.Query().Get("status")), limit)
+	if err != nil {
+		return transferErr("", err)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"transfers": ts})
+	return nil
+}
+
+func (s *Server) getTransfer(w http.ResponseWriter, r *http.Request) error {
+	tr, err := s.transfers()
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	t, err := tr.Get(r.Context(), principal(r).User, id)
+	if err != nil {
+		return transferErr(id, err)
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+func (s *Server) listTransferItems(w http.ResponseWriter, r *http.Request) error {
+	tr, err := s.transfers()
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	limit, err := queryInt(r, "limit", 1000, 1, 10000)
+	if err != nil {
+		return err
+	}
+	after, err := queryInt(r, "after", -1, -1, 1<<62-1)
+	if err != nil {
+		return err
+	}
+	items, err := tr.Items(r.Context(), principal(r).User, id, int64(after), limit, transfer.ItemStatus(r.URL.Query().Get("status")))
+	if err != nil {
+		return transferErr(id, err)
+	}
+	body := map[string]any{"items": items}
+	if len(items) == limit {
+		body["next_after"] = items[len(items)-1].Seq
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// transferEvents streams the transfer's state as Server-Sent Events: a "progress" event whenever
+// it changes and a final "done" event when it has finished.
+func (s *Server) transferEvents(w http.ResponseWriter, r *http.Request) error {
+	tr, err := s.transfers()
+	if err != nil {
+		return err
+	}
+	id, owner := r.PathValue("id"), principal(r).User
+	t, err := tr.Get(r.Context(), owner, id)
+	if err != nil {
+		return transferErr(id, err)
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	var last []byte
+	lastSent := time.Now()
+	tick := time.NewTicker(sseInterval)
+	defer tick.Stop()
+	for {
+		b, _ := json.Marshal(t)
+		switch {
+		case t.Status.Terminal():
+			_, err := fmt.Fprintf(w, "event: done\ndata: %s\n\n", b)
+			_ = rc.Flush()
+			return err
+		case string(b) != string(last):
+			if _, err := fmt.Fprintf(w, "event: progress\ndata: %s\n\n", b); err != nil {
+				return nil // the client went away
+			}
+			last, lastSent = b, time.Now()
+			_ = rc.Flush()
+		case time.Since(lastSent) > sseKeepalive:
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				return nil
+			}
+			lastSent = time.Now()
+			_ = rc.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-tick.C:
+		}
+		if t, err = tr.Get(r.Context(), owner, id); err != nil {
+			if r.Context().Err() != nil {
+				return nil
+			}
+			_, _ = fmt.Fprintf(w, "event: error\ndata: %q\n\n", "transfer state unavailable")
+			return err
+		}
+	}
+}
+
+func (s *Server) cancelTransfer(w http.ResponseWriter, r *http.Request) error {
+	tr, err := s.transfers()
+	if err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+	defer cancel()
+	t, err := tr.Cancel(ctx, principal(r).User, id)
+	if err != nil {
+		return transferErr(id, err)
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
