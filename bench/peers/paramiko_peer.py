@@ -22,6 +22,8 @@ def classify(exc, connecting):
         return "timeout"
     if isinstance(exc, paramiko.ChannelException):
         return "ssh: session refused (MaxSessions)"
+    if isinstance(exc, paramiko.SSHException) and "Unable to open channel" in str(exc):
+        return "ssh: channel open failed"
     if isinstance(exc, paramiko.AuthenticationException):
         return "ssh: authentication failed"
     if isinstance(exc, paramiko.BadHostKeyException):

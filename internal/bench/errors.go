@@ -22,6 +22,7 @@ type StatusError struct {
 	Detail string
 }
 
+// Error implements error.
 func (e *StatusError) Error() string { return fmt.Sprintf("http %d: %s", e.Code, e.Detail) }
 
 // Kind implements Kinder.
@@ -33,6 +34,7 @@ type ExitError struct {
 	Status int
 }
 
+// Error implements error.
 func (e *ExitError) Error() string {
 	return fmt.Sprintf("remote command exited with status %d", e.Status)
 }
@@ -49,6 +51,7 @@ type KindError struct {
 	Msg string
 }
 
+// Error implements error.
 func (e *KindError) Error() string {
 	if e.Msg == "" {
 		return e.K

@@ -63,7 +63,6 @@ func (e SSHEndpoint) sshArgs(extra ...string) []string {
 		"-o", "StrictHostKeyChecking=yes",
 		"-o", "UserKnownHostsFile=" + e.KnownHostsFile,
 		"-o", "GlobalKnownHostsFile=/dev/null",
-		"-o", "LogLevel=ERROR",
 		"-o", "ConnectTimeout=30",
 	}
 	return append(args, extra...)
@@ -77,7 +76,8 @@ func runSSH(ctx context.Context, args []string) error {
 	cmd.Stdout = nil // discarded
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
-	if err == nil {
+	if err == nil || errors.Is(err, exec.ErrWaitDelay) {
+		// ErrWaitDelay: ssh exited with status 0 but a descendant kept its stderr open.
 		return nil
 	}
 	if ctx.Err() != nil {
@@ -111,6 +111,9 @@ func sshStderrKind(msg string) string {
 		return "ssh: host key"
 	case strings.Contains(msg, "timed out"):
 		return "timeout"
+	}
+	if msg == "" {
+		return "ssh: exit 255 (no message)"
 	}
 	return "ssh: exit 255"
 }

@@ -50,6 +50,8 @@ type Options struct {
 	// (default 30s); Drain bounds the wait for stragglers after each rate run (default 10s).
 	MaxInFlight    int
 	Timeout, Drain time.Duration
+	// Pause between runs (default 1s, tripled after a run with failures).
+	Pause time.Duration
 	// Progress receives progress lines (nil = quiet).
 	Progress io.Writer
 }
@@ -161,7 +163,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		"sshapi runs in the bench process (one Go runtime for the load generator and the service); the Python peers run as separate processes; all share the machine with sshd",
 		fmt.Sprintf("`ls` lists a directory of %d empty files (%d bytes of output)", o.LsFiles, o.LsFiles*7),
 	}
-	runner := &bench.Runner{Targets: targets, Report: report, Timeout: o.Timeout, Drain: o.Drain, MaxInFlight: o.MaxInFlight, Warmup: 24, Progress: o.Progress}
+	runner := &bench.Runner{Targets: targets, Report: report, Timeout: o.Timeout, Drain: o.Drain, MaxInFlight: o.MaxInFlight, Warmup: 24, Pause: o.Pause, Progress: o.Progress}
 	for _, cmd := range []string{"uptime", "ls " + filepath.Base(lsDir)} {
 		if err := runner.Commands(ctx, cmd, o.Rates, o.Duration); err != nil {
 			return report, err
