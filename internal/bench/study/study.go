@@ -93,6 +93,7 @@ func (o *Options) defaults() {
 func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	o.defaults()
 	started := time.Now()
+	loadStart := loadAverage()
 	srv, err := sshtest.Start(ctx, sshtest.Options{ExtraConfig: o.SSHDConfig})
 	if err != nil {
 		return nil, fmt.Errorf("start sshd: %w", err)
@@ -179,6 +180,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 			return report, err
 		}
 	}
+	report.Meta.Notes = append(report.Meta.Notes, fmt.Sprintf("1-minute load average of the machine when the run started: %s; when it ended: %s (anything above 0 beyond this run's own work means other processes shared the CPUs)", loadStart, loadAverage()))
 	if err := Write(report, o.Out); err != nil {
 		return report, err
 	}
@@ -252,6 +254,15 @@ func Machine(ctx context.Context) bench.Meta {
 		m.OpenSSH = strings.TrimSpace(string(out))
 	}
 	return m
+}
+
+// loadAverage returns the 1-minute load average from /proc/loadavg, or "unknown".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
 
 // errNoRuns is returned by Write for an empty report.
