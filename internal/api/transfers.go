@@ -19,6 +19,8 @@ type Transfers interface {
 	List(ctx context.Context, owner string, status transfer.Status, limit int) ([]transfer.Transfer, error)
 	Items(ctx context.Context, owner, id string, after int64, limit int, status transfer.ItemStatus) ([]transfer.Item, error)
 	Cancel(ctx context.Context, owner, id string) (*transfer.Transfer, error)
+	// Closing is closed when the service begins to shut down; event streams end then.
+	Closing() <-chan struct{}
 }
 
 // sseInterval is how often the events stream looks for progress; sseKeepalive how often an idle
@@ -210,6 +212,12 @@ func (s *Server) transferEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		select {
 		case <-r.Context().Done():
+			return nil
+		case <-tr.Closing():
+			// The service is shutting down: end the stream so the server can drain; clients
+			// reconnect (EventSource does so by itself) to an instance that is up.
+			_, _ = fmt.Fprint(w, "event: shutdown\ndata: {}\n\n")
+			_ = rc.Flush()
 			return nil
 		case <-tick.C:
 		}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,7 +30,7 @@ import (
 )
 
 // newTransferEnv is newEnv with a transfer engine on its own database.
-func newTransferEnv(t *testing.T) *env {
+func newTransferEnv(t *testing.T) (*env, *transfer.Engine) {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -79,7 +80,7 @@ func newTransferEnv(t *testing.T) *env {
 	s = New(Config{}, Deps{Store: db, Keyring: kr, Pool: pool, Verifier: v, Log: log, Version: "test", Transfers: eng})
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
-	return &env{t: t, url: hs.URL, secret: sec, log: logs, pool: pool, srv: sshtest.New(t, sshtest.Options{}), seen: &syncBuffer{}}
+	return &env{t: t, url: hs.URL, secret: sec, log: logs, pool: pool, srv: sshtest.New(t, sshtest.Options{}), seen: &syncBuffer{}}, eng
 }
 
 // registerAt creates system id for user at addr (an sshd or a proxy in front of srv).
@@ -131,7 +132,7 @@ func (e *env) waitTransfer(user, id string, timeout time.Duration) map[string]an
 }
 
 func TestTransferValidationAndOwnership(t *testing.T) {
-	e := newTransferEnv(t)
+	e, _ := newTransferEnv(t)
 	e.register("alice", "a")
 	e.register("alice", "b")
 	ok := func() map[string]any {
@@ -193,7 +194,7 @@ func with(m map[string]any, k string, v any) map[string]any {
 }
 
 func TestTransferEndToEnd(t *testing.T) {
-	e := newTransferEnv(t)
+	e, _ := newTransferEnv(t)
 	other := sshtest.New(t, sshtest.Options{})
 	e.register("alice", "a")
 	e.registerAt("alice", "b", other, other.Addr)
@@ -335,7 +336,7 @@ func TestTransferEndToEnd(t *testing.T) {
 }
 
 func TestTransferCancelOverAPI(t *testing.T) {
-	e := newTransferEnv(t)
+	e, eng := newTransferEnv(t)
 	proxy, err := wanem.New(wanem.Config{Upstream: e.srv.Addr, Rate: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -371,6 +372,19 @@ func TestTransferCancelOverAPI(t *testing.T) {
 			t.Fatalf("never running: %v", m)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// An event stream ends with "shutdown" when the service begins to stop.
+	req, _ := http.NewRequest("GET", e.url+"/v1/transfers/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+e.token("alice"))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(300*time.Millisecond, eng.BeginShutdown)
+	stream, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(stream), "event: progress") || !strings.HasSuffix(string(stream), "event: shutdown\ndata: {}\n\n") {
+		t.Fatalf("event stream at shutdown: %q", stream)
 	}
 	r = e.do("alice", "DELETE", "/v1/transfers/"+id, nil)
 	if r.status != 200 || r.json(t)["status"] != "canceled" {

@@ -145,6 +145,7 @@ func (s *Service) Start(ctx context.Context) error {
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	s.http.RegisterOnShutdown(s.engine.BeginShutdown) // end transfer event streams so Shutdown can drain
 	go func() { s.served <- s.http.Serve(ln) }()
 	s.log.Info("sshapi listening", "addr", ln.Addr().String(), "data_dir", s.cfg.DataDir, "version", Version)
 	return nil

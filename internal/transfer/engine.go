@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
@@ -149,6 +148,9 @@ type Engine struct {
 	mu   sync.Mutex
 	runs map[string]*run
 
+	closing     chan struct{} // closed when the engine begins to shut down
+	closingOnce sync.Once
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -162,6 +164,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, db: &db{sql: d.DB}, pool: d.Pool, resolver: d.Resolver, log: d.Log,
 		instance: "i-" + randomHex(8), runs: map[string]*run{}, metrics: newMetrics(d.Registerer),
+		closing: make(chan struct{}),
 	}
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &worker{e: e}); err != nil {
@@ -195,10 +198,18 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
+// Closing is closed when the engine begins to shut down, so that long-lived watchers (event
+// streams) end and let the HTTP server drain.
+func (e *Engine) Closing() <-chan struct{} { return e.closing }
+
+// BeginShutdown closes Closing; Stop calls it too. Transfers keep running until Stop.
+func (e *Engine) BeginShutdown() { e.closingOnce.Do(func() { close(e.closing) }) }
+
 // Stop stops taking jobs and interrupts running transfers, which save their progress and go back
 // to the queue to resume on the next Start (here or on another instance). It waits for them
 // within ctx.
 func (e *Engine) Stop(ctx context.Context) error {
+	e.BeginShutdown()
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -500,19 +511,6 @@ func (e *Engine) failHard(id string, cause error) {
 	if err := e.db.finish(ctx, id, "", StatusFailed, "giving up: "+cause.Error(), p, time.Now()); err != nil {
 		e.log.Error("mark transfer failed", "id", id, "err", err)
 	}
-}
-
-// JobCount reports River's jobs for transfer id by state, for tests and diagnostics.
-func (e *Engine) jobStates(ctx context.Context) (map[rivertype.JobState]int, error) {
-	res, err := e.river.JobList(ctx, river.NewJobListParams().First(10000))
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	out := map[rivertype.JobState]int{}
-	for _, j := range res.Jobs {
-		out[j.State]++
-	}
-	return out, nil
 }
 
 func randomHex(n int) string {

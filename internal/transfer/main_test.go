@@ -57,7 +57,7 @@ func (s *systems) add(owner, name string, srv *sshtest.Server, addr string) {
 
 // harness is an engine on a real database, a real pool and real sshd servers.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	dbPath string
 	pool   *sshpool.Pool
 	sys    *systems
@@ -72,7 +72,7 @@ func testConfig() Config {
 		ReapInterval: 500 * time.Millisecond, PollInterval: 50 * time.Millisecond, OpenTimeout: 10 * time.Second}
 }
 
-func newHarness(t *testing.T, cfg Config) *harness {
+func newHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("SSHAPI_TEST_LOG") != "" {

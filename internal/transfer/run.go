@@ -1051,11 +1051,13 @@ func (r *run) resize(it *Item, fi os.FileInfo) {
 	it.mode = uint32(fi.Mode().Perm())
 }
 
-// blockSize is the size of one pipelined read or write; blocksInFlight of them per stream keep
-// one channel's 2 MiB window full.
+// blockSize is the size of one pipelined read or write. Each of a stream's blocksInFlight
+// goroutines reads a block and then writes it, so about half are reading and half writing at any
+// time: 16 keep both channels' 2 MiB windows full (measured at 50 ms RTT: 8 gave 11 MiB/s per
+// stream, 16 and 32 both about 27 MiB/s).
 const (
 	blockSize      = 256 << 10
-	blocksInFlight = 8
+	blocksInFlight = 16
 )
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, blockSize); return &b }}

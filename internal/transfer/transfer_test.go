@@ -460,3 +460,49 @@ func TestSHA256OutputParsing(t *testing.T) {
 		t.Errorf("quote: %s", q)
 	}
 }
+
+// TestReaperResumesOrphanedTransfer stands for sshapi dying mid-transfer (no graceful stop): a
+// running transfer whose runner stopped heartbeating and has no live job is re-queued by the
+// reaper of the next engine and completes.
+func TestReaperResumesOrphanedTransfer(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := sshtest.New(t, sshtest.Options{})
+	h.sys.add("alice", "a", a, "")
+	h.sys.add("alice", "b", a, "")
+	dir := a.MkTemp(t)
+	want := randomFile(t, filepath.Join(dir, "f"), 3<<20, 5)
+	h.stop()
+
+	// What a crashed instance leaves behind: status running, a lease that has expired, and a
+	// River job stuck in "running" that no one works (here: none at all).
+	sqlDB, err := OpenSQLite(t.Context(), h.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Source: Endpoint{System: "a", Path: filepath.Join(dir, "f")}, Destination: Endpoint{System: "b", Path: filepath.Join(dir, "g")}}
+	now := time.Now().UTC()
+	deadline, err := req.normalize(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &Transfer{ID: "tr-orphan", Owner: "alice", Status: StatusQueued, Source: req.Source, Destination: req.Destination,
+		Sync: req.Sync, Verify: req.Verify, ChunkSize: req.ChunkSize, CreatedAt: now, Deadline: deadline}
+	tx, _ := sqlDB.BeginTx(t.Context(), nil)
+	if err := (&db{sql: sqlDB}).insertTransfer(t.Context(), tx, tr, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(t.Context(), `UPDATE transfers SET status = 'running', lease_owner = 'i-dead', lease_until = ? WHERE id = ?`,
+		micros(now.Add(-time.Second)), tr.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.Close()
+
+	h.start()
+	got := h.wait("alice", tr.ID, 30*time.Second, nil)
+	if got.Status != StatusSucceeded || fileSHA(t, filepath.Join(dir, "g")) != want {
+		t.Fatalf("orphan after restart: %+v", got)
+	}
+}
