@@ -15,6 +15,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/api"
 	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/transfer"
 )
 
 // Config is the whole service's configuration. Each package owns its own section.
@@ -37,6 +38,8 @@ type Config struct {
 	HTTP api.Config `yaml:"http" envPrefix:"HTTP_"`
 	// Pool tunes the SSH connection pool.
 	Pool sshpool.Config `yaml:"pool" envPrefix:"POOL_"`
+	// Transfer tunes the transfer engine.
+	Transfer transfer.Config `yaml:"transfer" envPrefix:"TRANSFER_"`
 }
 
 // Auth configures token verification.

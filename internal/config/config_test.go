@@ -16,6 +16,7 @@ func TestLoadLayers(t *testing.T) {
 	t.Setenv("SSHAPI_DATA_DIR", "/var/lib/sshapi")
 	t.Setenv("SSHAPI_POOL_MAX_DIALS_PER_HOST", "2")
 	t.Setenv("SSHAPI_POOL_MAX_CONNS_PER_KEY", "4")
+	t.Setenv("SSHAPI_TRANSFER_MAX_STREAMS", "8")
 	cfg, err := Load(file)
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +31,7 @@ func TestLoadLayers(t *testing.T) {
 		{"env beats file", cfg.Pool.MaxConnsPerKey, 4},
 		{"duration from file", cfg.Pool.IdleTimeout, 2 * time.Minute},
 		{"default kept", cfg.LogLevel, "info"},
+		{"transfer section from env", cfg.Transfer.MaxStreams, 8},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {

@@ -107,7 +107,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		return nil, fmt.Errorf("transfer store: %w", err)
 	}
 	var srv *api.Server // the engine reaches systems through the API's credentials and host key policy
-	engine, err := transfer.New(transfer.Config{}, transfer.Deps{
+	engine, err := transfer.New(cfg.Transfer, transfer.Deps{
 		DB: tdb, Pool: pool, Log: log.With("component", "transfer"), Registerer: reg,
 		Resolver: transfer.ResolverFunc(func(ctx context.Context, owner, system string) (transfer.System, error) {
 			return srv.TransferResolver().Resolve(ctx, owner, system)

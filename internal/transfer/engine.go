@@ -54,33 +54,35 @@ var ErrSystem = errors.New("system unusable")
 // Config tunes the engine. Zero fields take the defaults shown.
 type Config struct {
 	// Workers is how many transfers run at once on this instance (4).
-	Workers int
+	Workers int `yaml:"workers" env:"WORKERS"`
 	// MinStreams and MaxStreams bound the automatic stream count (1, 16).
-	MinStreams, MaxStreams int
+	MinStreams int `yaml:"min_streams" env:"MIN_STREAMS"`
+	MaxStreams int `yaml:"max_streams" env:"MAX_STREAMS"`
 	// LinkRate is the bandwidth in bytes/s assumed when choosing streams from the RTT
 	// (1.25e9, 10 Gbit/s): streams = LinkRate × RTT / 2 MiB.
-	LinkRate float64
+	LinkRate float64 `yaml:"link_rate" env:"LINK_RATE"`
 	// SmallFileConcurrency is how many single-range files one batch copies at once (8).
-	SmallFileConcurrency int
+	SmallFileConcurrency int `yaml:"small_file_concurrency" env:"SMALL_FILE_CONCURRENCY"`
 	// BatchFiles is how many small files are verified with one sha256sum (64).
-	BatchFiles int
+	BatchFiles int `yaml:"batch_files" env:"BATCH_FILES"`
 	// RetryBase and RetryMax bound the exponential backoff between rounds (1s, 1m).
-	RetryBase, RetryMax time.Duration
+	RetryBase time.Duration `yaml:"retry_base" env:"RETRY_BASE"`
+	RetryMax  time.Duration `yaml:"retry_max" env:"RETRY_MAX"`
 	// MaxItemAttempts is how often a file is tried after errors other than a lost connection
 	// (verification mismatches, remote failures) before it fails (5). Lost connections are
 	// retried until the deadline.
-	MaxItemAttempts int
+	MaxItemAttempts int `yaml:"max_item_attempts" env:"MAX_ITEM_ATTEMPTS"`
 	// LeaseTTL is how long a run's claim on a transfer lasts without a heartbeat (30s);
 	// heartbeats come every LeaseTTL/3, and that is also how often progress is saved.
-	LeaseTTL time.Duration
+	LeaseTTL time.Duration `yaml:"lease_ttl" env:"LEASE_TTL"`
 	// ReapInterval is how often transfers whose runner died are re-queued (15s).
-	ReapInterval time.Duration
+	ReapInterval time.Duration `yaml:"reap_interval" env:"REAP_INTERVAL"`
 	// PollInterval is how often River looks for new jobs (200ms).
-	PollInterval time.Duration
+	PollInterval time.Duration `yaml:"poll_interval" env:"POLL_INTERVAL"`
 	// CommandTimeout bounds one sha256sum or cp batch (1h).
-	CommandTimeout time.Duration
+	CommandTimeout time.Duration `yaml:"command_timeout" env:"COMMAND_TIMEOUT"`
 	// OpenTimeout bounds acquiring an SFTP channel for a stream (20s).
-	OpenTimeout time.Duration
+	OpenTimeout time.Duration `yaml:"open_timeout" env:"OPEN_TIMEOUT"`
 }
 
 func (c *Config) setDefaults() {
