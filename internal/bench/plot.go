@@ -126,14 +126,17 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 		p.Title.Text = cmd
 		p.X.Label.Text = "offered rate (requests/s)"
 		p.Y.Label.Text = "mean latency (ms)"
-		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-		p.X.Tick.Marker, p.Y.Tick.Marker = rateTicks(r.Rates(cmd)), plot.LogTicks{Prec: -1}
+		// Rates sit at equal steps (10, 50, 90, 100 and 500 are unreadable on any numeric axis).
+		rates := r.Rates(cmd)
+		p.Y.Scale = plot.LogScale{}
+		p.X.Tick.Marker, p.Y.Tick.Marker = rateTicks(rates), plot.LogTicks{Prec: -1}
+		p.X.Min, p.X.Max = -0.3, float64(len(rates))-0.7
 		p.Legend.Top, p.Legend.Left = true, true
 		for i, t := range targets {
 			var xys plotter.XYs
-			for _, rate := range r.Rates(cmd) {
+			for j, rate := range rates {
 				if s, ok := r.Find(ScenarioCommands, t, cmd, rate); ok && s.OK > 0 {
-					xys = append(xys, plotter.XY{X: rate, Y: max(s.Latency.Mean, 0.01)})
+					xys = append(xys, plotter.XY{X: float64(j), Y: max(s.Latency.Mean, 0.01)})
 				}
 			}
 			if len(xys) == 0 {
@@ -160,10 +163,11 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 	return names, nil
 }
 
+// rateTicks labels positions 0, 1, ... with the rates.
 func rateTicks(rates []float64) plot.ConstantTicks {
 	var ts plot.ConstantTicks
-	for _, r := range rates {
-		ts = append(ts, plot.Tick{Value: r, Label: fmt.Sprintf("%g", r)})
+	for i, r := range rates {
+		ts = append(ts, plot.Tick{Value: float64(i), Label: fmt.Sprintf("%g", r)})
 	}
 	return ts
 }
