@@ -61,7 +61,11 @@ type env struct {
 	seen   *syncBuffer // every response body, for secret checks
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB) *env { return newEnvWith(t, nil) }
+
+// newEnvWith builds a server on real parts (SQLite file, keyring, pool, sshd). extra, when not
+// nil, may add collaborators to d before the server is made; *s is the server once it exists.
+func newEnvWith(t testing.TB, extra func(dir string, d *Deps, s **Server)) *env {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -87,7 +91,12 @@ func newEnv(t testing.TB) *env {
 	pool := sshpool.New(sshpool.Config{}, log, nil)
 	_ = pool.Start(ctx)
 	t.Cleanup(func() { _ = pool.Stop(context.Background()) })
-	s := New(Config{}, Deps{Store: db, Keyring: kr, Pool: pool, Verifier: v, Log: log, Version: "test"})
+	d := Deps{Store: db, Keyring: kr, Pool: pool, Verifier: v, Log: log, Version: "test"}
+	var s *Server
+	if extra != nil {
+		extra(dir, &d, &s)
+	}
+	s = New(Config{}, d)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	return &env{t: t, url: hs.URL, secret: sec, log: logs, pool: pool, srv: sshtest.New(t, sshtest.Options{}), seen: &syncBuffer{}}

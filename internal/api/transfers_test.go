@@ -8,10 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -20,11 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sshapi/sshapi/internal/auth"
-	"github.com/sshapi/sshapi/internal/secret"
-	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/sshtest"
-	"github.com/sshapi/sshapi/internal/store/sqlite"
 	"github.com/sshapi/sshapi/internal/transfer"
 	"github.com/sshapi/sshapi/internal/wanem"
 )
@@ -32,55 +26,30 @@ import (
 // newTransferEnv is newEnv with a transfer engine on its own database.
 func newTransferEnv(t *testing.T) (*env, *transfer.Engine) {
 	t.Helper()
-	ctx := t.Context()
-	dir := t.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "sshapi.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	kr, err := secret.NewKeyring("k1", map[string][]byte{"k1": key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec := make([]byte, 32)
-	_, _ = rand.Read(sec)
-	v, err := auth.NewHS256Verifier(sec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	pool := sshpool.New(sshpool.Config{}, log, nil)
-	_ = pool.Start(ctx)
-	t.Cleanup(func() { _ = pool.Stop(context.Background()) })
-
-	tdb, err := transfer.OpenSQLite(ctx, filepath.Join(dir, "transfers.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s *Server
-	resolve := transfer.ResolverFunc(func(ctx context.Context, owner, system string) (transfer.System, error) {
-		return s.TransferResolver().Resolve(ctx, owner, system)
+	var eng *transfer.Engine
+	e := newEnvWith(t, func(dir string, d *Deps, s **Server) {
+		tdb, err := transfer.OpenSQLite(t.Context(), filepath.Join(dir, "transfers.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resolve := transfer.ResolverFunc(func(ctx context.Context, owner, system string) (transfer.System, error) {
+			return (*s).TransferResolver().Resolve(ctx, owner, system)
+		})
+		eng, err = transfer.New(transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond},
+			transfer.Deps{DB: tdb, Pool: d.Pool, Resolver: resolve, Log: d.Log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = eng.Stop(context.Background())
+			tdb.Close()
+		})
+		d.Transfers = eng
 	})
-	eng, err := transfer.New(transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond},
-		transfer.Deps{DB: tdb, Pool: pool, Resolver: resolve, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = eng.Stop(context.Background())
-		tdb.Close()
-	})
-	s = New(Config{}, Deps{Store: db, Keyring: kr, Pool: pool, Verifier: v, Log: log, Version: "test", Transfers: eng})
-	hs := httptest.NewServer(s.Handler())
-	t.Cleanup(hs.Close)
-	return &env{t: t, url: hs.URL, secret: sec, log: logs, pool: pool, srv: sshtest.New(t, sshtest.Options{}), seen: &syncBuffer{}}, eng
+	return e, eng
 }
 
 // registerAt creates system id for user at addr (an sshd or a proxy in front of srv).
