@@ -59,6 +59,7 @@ type env struct {
 	pool   *sshpool.Pool
 	srv    *sshtest.Server
 	seen   *syncBuffer // every response body, for secret checks
+	api    *Server
 }
 
 func newEnv(t testing.TB) *env { return newEnvWith(t, nil) }
@@ -99,7 +100,7 @@ func newEnvWith(t testing.TB, extra func(dir string, d *Deps, s **Server)) *env 
 	s = New(Config{}, d)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
-	return &env{t: t, url: hs.URL, secret: sec, log: logs, pool: pool, srv: sshtest.New(t, sshtest.Options{}), seen: &syncBuffer{}}
+	return &env{t: t, url: hs.URL, secret: sec, log: logs, pool: pool, srv: sshtest.New(t, sshtest.Options{}), seen: &syncBuffer{}, api: s}
 }
 
 func (e *env) token(user string) string {

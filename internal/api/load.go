@@ -22,6 +22,8 @@ const (
 	loadMaxInFlight  = 256
 	loadDrain        = 10 * time.Second
 	loadTimeout      = 30 * time.Second
+	// maxConcurrentLoads bounds load runs across all users: each can keep 256 commands in flight.
+	maxConcurrentLoads = 2
 )
 
 type loadRequest struct {
@@ -58,6 +60,13 @@ func (s *Server) paperLoad(w http.ResponseWriter, r *http.Request) error {
 		return badField("rate", "rate × duration_s must schedule at least one command")
 	}
 	req.Timeout = loadTimeout
+	select {
+	case s.loads <- struct{}{}:
+		defer func() { <-s.loads }()
+	default:
+		return &httpError{status: http.StatusTooManyRequests, retryAfter: maxLoadDurationS,
+			detail: fmt.Sprintf("%d load runs are already in progress on this server; try again later", maxConcurrentLoads)}
+	}
 	t, _, err := s.target(r.Context(), principal(r).User, body.Name)
 	if err != nil {
 		return err

@@ -79,3 +79,22 @@ func TestLoadEndToEnd(t *testing.T) {
 		t.Errorf("no token: %d", r.status)
 	}
 }
+
+// TestLoadRunsAreBounded: with every load slot taken, another run is refused with 429 and
+// Retry-After instead of piling more commands onto the pool.
+func TestLoadRunsAreBounded(t *testing.T) {
+	e := newEnv(t)
+	e.register("alice", "hpc")
+	for range cap(e.api.loads) { // the runs themselves would take seconds
+		e.api.loads <- struct{}{}
+	}
+	r := e.do("alice", "POST", "/sshapi/v2/load", map[string]any{"name": "hpc", "command": "true", "rate": 10, "duration_s": 1})
+	if r.status != 429 || r.header.Get("Retry-After") == "" || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("%d %v %s", r.status, r.header, r.body)
+	}
+	<-e.api.loads
+	r = e.do("alice", "POST", "/sshapi/v2/load", map[string]any{"name": "hpc", "command": "true", "rate": 10, "duration_s": 0.5})
+	if r.status != 200 {
+		t.Fatalf("with a free slot: %d %s", r.status, r.body)
+	}
+}

@@ -180,7 +180,7 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
 func (s *Server) problemFor(r *http.Request, err error) Problem {
 	var he *httpError
 	if errors.As(err, &he) {
-		return Problem{Status: he.status, Detail: he.detail, Errors: he.fields}
+		return Problem{Status: he.status, Detail: he.detail, Errors: he.fields, retryAfter: he.retryAfter}
 	}
 	switch {
 	case errors.Is(err, files.ErrOutsideRoot):

@@ -68,6 +68,8 @@ type Server struct {
 	reqDuration *prometheus.HistogramVec
 
 	targets sync.Map // targetKey -> sshpool.Target: parsed signers, so keys are decrypted once
+
+	loads chan struct{} // one token per POST /sshapi/v2/load allowed to run at once
 }
 
 // New builds a Server.
@@ -87,7 +89,7 @@ func New(cfg Config, d Deps) *Server {
 	if d.Gatherer == nil {
 		d.Gatherer = d.Registry
 	}
-	s := &Server{cfg: cfg, deps: d, log: d.Log}
+	s := &Server{cfg: cfg, deps: d, log: d.Log, loads: make(chan struct{}, maxConcurrentLoads)}
 	s.reqDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sshapi_http_request_duration_seconds",
 		Help:    "HTTP request latency by route and status code.",
