@@ -1,0 +1,443 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Transfer scenarios.
+const (
+	TransferUpload      = "upload"
+	TransferDownload    = "download"
+	TransferSystem      = "system-to-system"
+	TransferConnections = "connections"
+)
+
+// Transfer targets beside sshapi.
+const (
+	PeerSFTP = "openssh-sftp"
+	PeerSCP3 = "openssh-scp-3"
+)
+
+// TransferRun is one measured file movement.
+type TransferRun struct {
+	// Path names the network path ("loopback", "1gbit × 50ms").
+	Path string `json:"path"`
+	// Scenario is upload, download, system-to-system or connections.
+	Scenario string `json:"scenario"`
+	// Target is sshapi or a peer.
+	Target string `json:"target"`
+	// Streams is what was asked for (0 = automatic; for connections the number of parallel
+	// connections or streams); StreamsUsed what sshapi chose.
+	Streams     int `json:"streams"`
+	StreamsUsed int `json:"streams_used"`
+	// Bytes moved in Seconds (aggregate over all connections for the connections scenario).
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	MBps    float64 `json:"mb_per_s"`
+	// CPUSeconds is the user+system CPU of the bench process and its waited-for children (the
+	// in-process sshapi service, the OpenSSH clients); SSHDCPUSeconds that of the sshd process
+	// tree, when it could be read from /proc.
+	CPUSeconds     float64 `json:"cpu_s"`
+	SSHDCPUSeconds float64 `json:"sshd_cpu_s,omitempty"`
+	// Error is why the run failed ("" if it did not).
+	Error string `json:"error,omitempty"`
+}
+
+// TransferReport is everything one transfer bench measured.
+type TransferReport struct {
+	Meta Meta          `json:"meta"`
+	Runs []TransferRun `json:"runs"`
+}
+
+// TransferEndpoint is one way to reach a system: its sshapi id and, for the OpenSSH peers, its
+// address (which may be a wanem proxy in front of the sshd).
+type TransferEndpoint struct {
+	System string
+	SSH    SSHEndpoint
+}
+
+// TransferBench measures file movement through sshapi's HTTP API and through OpenSSH on one path.
+type TransferBench struct {
+	// API is sshapi.
+	API *API
+	// Path names the network path in the report.
+	Path string
+	// Src is the system uploads and downloads go to and transfers start from; Dst (optional) is
+	// where system-to-system transfers go.
+	Src, Dst TransferEndpoint
+	// Local is a local file of Size bytes; RemoteDir an absolute directory on the systems that
+	// the remote user may write.
+	Local     string
+	Size      int64
+	RemoteDir string
+	// Verify is the transfers' verification (default sha256).
+	Verify string
+	// Peers enables the OpenSSH sftp and scp -3 runs (they need Src.SSH and Dst.SSH).
+	Peers bool
+	// SSHDPIDs are the sshd master processes whose CPU is reported.
+	SSHDPIDs []int
+	// Remove deletes a remote file before it is written again (nil: uploads overwrite and
+	// system-to-system transfers are skipped when it is needed).
+	Remove func(path string) error
+	// Progress receives a line per run (nil = quiet).
+	Progress io.Writer
+	// Report receives the runs.
+	Report *TransferReport
+}
+
+func (b *TransferBench) remote(name string) string {
+	return strings.TrimRight(b.RemoteDir, "/") + "/" + name
+}
+
+// measure times fn, with CPU of this process tree and of sshd, and records the run.
+func (b *TransferBench) measure(scenario, target string, streams int, bytes int64, fn func() (int, error)) TransferRun {
+	cpu0, sshd0 := selfCPU(), sshdCPU(b.SSHDPIDs)
+	start := time.Now()
+	used, err := fn()
+	el := time.Since(start).Seconds()
+	r := TransferRun{Path: b.Path, Scenario: scenario, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
+		Seconds: el, CPUSeconds: selfCPU() - cpu0}
+	if len(b.SSHDPIDs) > 0 {
+		r.SSHDCPUSeconds = sshdCPU(b.SSHDPIDs) - sshd0
+	}
+	if err != nil {
+		r.Error = err.Error()
+	} else if el > 0 {
+		r.MBps = float64(bytes) / 1e6 / el
+	}
+	if b.Progress != nil {
+		fmt.Fprintf(b.Progress, "transfer %s %s %s streams=%d: %.1f MB/s in %.2fs, cpu %.2fs, sshd cpu %.2fs %s\n",
+			b.Path, scenario, target, streams, r.MBps, el, r.CPUSeconds, r.SSHDCPUSeconds, r.Error)
+	}
+	b.Report.Runs = append(b.Report.Runs, r)
+	return r
+}
+
+// Run measures upload and download, then system-to-system transfers at each stream count (0 =
+// automatic), then, with Peers, OpenSSH beside each, then the connection scaling for each n in
+// connections. A failed run is recorded with its error; Run returns only ctx's error.
+func (b *TransferBench) Run(ctx context.Context, streams, connections []int) error {
+	if b.Verify == "" {
+		b.Verify = "sha256"
+	}
+	src := b.remote("bench-src.bin")
+	b.measure(TransferUpload, BaselineTarget, 1, b.Size, func() (int, error) { return 1, b.upload(ctx, src) })
+	if b.Peers {
+		b.measure(TransferUpload, PeerSFTP, 1, b.Size, func() (int, error) {
+			return 1, b.sftp(ctx, b.Src.SSH, fmt.Sprintf("put %s %s\n", b.Local, b.remote("bench-sftp.bin")))
+		})
+	}
+	b.measure(TransferDownload, BaselineTarget, 1, b.Size, func() (int, error) { return 1, b.download(ctx, src) })
+	if b.Peers {
+		b.measure(TransferDownload, PeerSFTP, 1, b.Size, func() (int, error) {
+			return 1, b.sftp(ctx, b.Src.SSH, fmt.Sprintf("get %s /dev/null\n", src))
+		})
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if b.Dst.System == "" || b.Remove == nil {
+		return nil
+	}
+	dst := b.remote("bench-dst.bin")
+	for _, n := range streams {
+		_ = b.Remove(dst)
+		b.measure(TransferSystem, BaselineTarget, n, b.Size, func() (int, error) { return b.transfer(ctx, src, dst, n) })
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if b.Peers {
+		_ = b.Remove(dst)
+		b.measure(TransferSystem, PeerSCP3, 1, b.Size, func() (int, error) { return 1, b.scp3(ctx, src, dst) })
+	}
+	for _, n := range connections {
+		if b.Peers {
+			b.measure(TransferConnections, PeerSFTP, n, int64(n)*b.Size, func() (int, error) { return n, b.parallelGet(ctx, src, n) })
+		}
+		_ = b.Remove(dst)
+		b.measure(TransferConnections, BaselineTarget, n, b.Size, func() (int, error) { return b.transfer(ctx, src, dst, n) })
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	_ = b.Remove(dst)
+	return ctx.Err()
+}
+
+func contentPath(system, p string) string {
+	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return "/v1/systems/" + url.PathEscape(system) + "/content/" + strings.Join(segs, "/")
+}
+
+func (b *TransferBench) do(ctx context.Context, method, path string, body io.Reader, size int64) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(b.API.BaseURL, "/")+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	if body != nil {
+		req.ContentLength = size
+	}
+	req.Header.Set("Authorization", "Bearer "+b.API.Token)
+	resp, err := b.API.client().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return resp, nil
+}
+
+func (b *TransferBench) upload(ctx context.Context, remote string) error {
+	f, err := os.Open(b.Local)
+	if err != nil {
+		return fmt.Errorf("upload: %w", err)
+	}
+	defer f.Close()
+	resp, err := b.do(ctx, "PUT", contentPath(b.Src.System, remote)+"?overwrite=true", f, b.Size)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		return &StatusError{Code: resp.StatusCode, Detail: strings.TrimSpace(string(msg))}
+	}
+	return nil
+}
+
+func (b *TransferBench) download(ctx context.Context, remote string) error {
+	resp, err := b.do(ctx, "GET", contentPath(b.Src.System, remote), nil, 0)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return &StatusError{Code: resp.StatusCode, Detail: strings.TrimSpace(string(msg))}
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return fmt.Errorf("download: %w", err)
+	}
+	if n != b.Size {
+		return fmt.Errorf("download: got %d bytes, want %d", n, b.Size)
+	}
+	return nil
+}
+
+// transfer submits a system-to-system transfer with streams (0 = automatic), waits until it is
+// terminal and returns the stream count it used.
+func (b *TransferBench) transfer(ctx context.Context, src, dst string, streams int) (int, error) {
+	type state struct {
+		ID      string `json:"id"`
+		Status  string `json:"status"`
+		Streams int    `json:"streams"`
+		Error   string `json:"error"`
+	}
+	var t state
+	body := map[string]any{"source": map[string]string{"system": b.Src.System, "path": src},
+		"destination": map[string]string{"system": b.Dst.System, "path": dst}, "verify": b.Verify}
+	if streams > 0 {
+		body["streams"] = streams
+	}
+	if err := b.API.Call(ctx, "POST", "/v1/transfers", body, http.StatusAccepted, &t); err != nil {
+		return 0, fmt.Errorf("submit transfer: %w", err)
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		switch t.Status {
+		case "succeeded":
+			return t.Streams, nil
+		case "failed", "canceled":
+			return t.Streams, fmt.Errorf("transfer %s %s: %s", t.ID, t.Status, t.Error)
+		}
+		select {
+		case <-ctx.Done():
+			_ = b.API.Call(context.Background(), "DELETE", "/v1/transfers/"+t.ID, nil, http.StatusOK, nil)
+			return t.Streams, ctx.Err()
+		case <-tick.C:
+		}
+		id := t.ID
+		if err := b.API.Call(ctx, "GET", "/v1/transfers/"+id, nil, http.StatusOK, &t); err != nil {
+			return 0, fmt.Errorf("poll transfer: %w", err)
+		}
+	}
+}
+
+func (b *TransferBench) sftp(ctx context.Context, ep SSHEndpoint, batch string) error {
+	args := ep.sshArgs()
+	for i := range args { // sftp spells the port -P and takes no -l
+		if args[i] == "-p" {
+			args[i] = "-P"
+		}
+	}
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-l" {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	cmd := exec.CommandContext(ctx, "sftp", append(out, "-q", "-b", "-", ep.User+"@"+ep.Host)...)
+	cmd.Stdin = strings.NewReader(batch)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("sftp: %w: %s", err, truncate(strings.TrimSpace(string(msg)), 300))
+	}
+	return nil
+}
+
+func (b *TransferBench) scp3(ctx context.Context, src, dst string) error {
+	uri := func(ep SSHEndpoint, p string) string {
+		return fmt.Sprintf("scp://%s@%s/%s", ep.User, ep.Addr(), p)
+	}
+	cmd := exec.CommandContext(ctx, "scp", "-3", "-q", "-F", "/dev/null", "-i", b.Src.SSH.KeyFile, "-i", b.Dst.SSH.KeyFile,
+		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "LogLevel=ERROR", uri(b.Src.SSH, src), uri(b.Dst.SSH, dst))
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("scp -3: %w: %s", err, truncate(strings.TrimSpace(string(msg)), 300))
+	}
+	return nil
+}
+
+// parallelGet runs n `sftp get` of src to /dev/null at once, each over its own connection.
+func (b *TransferBench) parallelGet(ctx context.Context, src string, n int) error {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = b.sftp(ctx, b.Src.SSH, fmt.Sprintf("get %s /dev/null\n", src)) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// selfCPU is the user+system CPU seconds of this process and its waited-for children.
+func selfCPU() float64 {
+	var s, c syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &s)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &c)
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(s.Utime) + tv(s.Stime) + tv(c.Utime) + tv(c.Stime)
+}
+
+// sshdCPU sums utime+stime+cutime+cstime over the process trees rooted at pids (clock ticks of
+// 1/100 s), so that a session process that exited between two samples still counts (through its
+// parent's cutime).
+func sshdCPU(pids []int) float64 {
+	if len(pids) == 0 {
+		return 0
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	parent, ticks := map[int]int{}, map[int]float64{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:])) // state ppid ... utime(12) stime cutime cstime
+		if len(f) < 15 {
+			continue
+		}
+		parent[p], _ = strconv.Atoi(f[1])
+		var sum float64
+		for _, k := range f[11:15] {
+			v, _ := strconv.ParseFloat(k, 64)
+			sum += v
+		}
+		ticks[p] = sum
+	}
+	in := map[int]bool{}
+	for _, p := range pids {
+		in[p] = true
+	}
+	var total float64
+	for p := range ticks {
+		for q, hops := p, 0; q > 1 && hops < 64; q, hops = parent[q], hops+1 {
+			if in[q] {
+				total += ticks[p]
+				break
+			}
+		}
+	}
+	return total / 100
+}
+
+// ParseStreams parses "1,2,4,auto" (auto = 0) into stream counts.
+func ParseStreams(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if f == "auto" {
+			out = append(out, 0)
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 64 {
+			return nil, fmt.Errorf("%q is not a stream count (1-64 or auto)", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// ParseSize parses a byte size such as 4MiB, 256MiB, 1GiB, 1GB or 1048576.
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSuffix(t, u.suffix), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("size %q: want a positive number with an optional KiB/MiB/GiB suffix", s)
+	}
+	return n * mult, nil
+}
+
+// WriteJSON writes the report to path.
+func (r *TransferReport) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
