@@ -10,29 +10,12 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/sshapi/sshapi/internal/shell"
 )
 
 // maxCommandOutput caps what is kept of a command's stdout and stderr.
 const maxCommandOutput = 64 << 10
-
-// shellQuote quotes s as one word for a POSIX shell: it is wrapped in single quotes and each
-// single quote inside is written as quote, backslash, quote, quote (close, escaped quote, reopen).
-// Nothing inside single quotes is special to sh, bash, dash, ksh or zsh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// commandLine quotes every word of argv and prefixes `env LC_ALL=C` so that error messages are
-// in English for classification (and `env` works from csh-family login shells too).
-func commandLine(argv ...string) string {
-	var b strings.Builder
-	b.WriteString("env LC_ALL=C")
-	for _, a := range argv {
-		b.WriteByte(' ')
-		b.WriteString(shellQuote(a))
-	}
-	return b.String()
-}
 
 // cappedBuffer keeps the first max bytes written to it and discards the rest.
 type cappedBuffer struct {
@@ -59,7 +42,7 @@ func (f *FS) command(ctx context.Context, op, p string, argv ...string) ([]byte,
 	}
 	stdout := &cappedBuffer{max: maxCommandOutput}
 	stderr := &cappedBuffer{max: maxCommandOutput}
-	status, err := f.run.Run(ctx, commandLine(argv...), nil, stdout, stderr)
+	status, err := f.run.Run(ctx, shell.Command(argv...), nil, stdout, stderr)
 	if err != nil {
 		return nil, wrap(op, p, err)
 	}

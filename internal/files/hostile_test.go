@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -55,19 +54,6 @@ func pwnedMarkers(token string) []string {
 		out = append(out, "pwned-"+token+"-"+m)
 	}
 	return out
-}
-
-func TestShellQuoteHostile(t *testing.T) {
-	cases := append(hostileNames("x"), "", "'", "''", `\'`, "a'b'c")
-	for _, s := range cases {
-		out, err := exec.Command("sh", "-c", "printf %s "+shellQuote(s)).Output()
-		if err != nil {
-			t.Fatalf("sh for %q: %v", s, err)
-		}
-		if string(out) != s {
-			t.Errorf("shellQuote(%q) round trip through sh = %q", s, out)
-		}
-	}
 }
 
 // TestHostileNamesEveryOperation runs every operation over each hostile name and checks that

@@ -15,13 +15,9 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/shell"
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
-
-// quote single-quotes s for a POSIX shell: the result is always one word, whatever s holds.
-func quote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
 
 // maxScript bounds a generated command line well below Linux's 128 KiB limit for one argument
 // (the line reaches the server as `sh -c LINE`).
@@ -119,7 +115,7 @@ func sha256Batch(ctx context.Context, r runner, paths []string, timeout time.Dur
 		sb.WriteString("sha256sum --")
 		n := 0
 		for _, p := range paths {
-			q := quote(p)
+			q := shell.Quote(p)
 			if n > 0 && sb.Len()+len(q)+1 > maxScript {
 				break
 			}
@@ -212,7 +208,7 @@ func cpBatch(ctx context.Context, r runner, pairs []copyPair, timeout time.Durat
 		for end < len(pairs) {
 			p := pairs[end]
 			// Each failure prints a marker with the pair's index and cp's message on stdout.
-			line := fmt.Sprintf("cp -p -- %s %s 2>&1 | sed 's/^/%d /' ; ", quote(p.src), quote(p.dst), end)
+			line := fmt.Sprintf("cp -p -- %s %s 2>&1 | sed 's/^/%d /' ; ", shell.Quote(p.src), shell.Quote(p.dst), end)
 			if end > base && sb.Len()+len(line) > maxScript {
 				break
 			}

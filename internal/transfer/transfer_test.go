@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sshapi/sshapi/internal/shell"
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -456,7 +457,7 @@ func TestSHA256OutputParsing(t *testing.T) {
 			t.Errorf("%q missing from %v", name, got)
 		}
 	}
-	if q := quote("it's"); q != `'it'\''s'` {
+	if q := shell.Quote("it's"); q != `'it'\''s'` {
 		t.Errorf("quote: %s", q)
 	}
 }
