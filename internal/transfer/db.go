@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pressly/goose/v3"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/sshapi/sshapi/internal/store/sqlite"
 )
 
 //go:embed migrations/*.sql
@@ -25,51 +25,24 @@ var migrations embed.FS
 // driver recommends: SQLite runs one writer at a time anyway, and a single connection can never
 // see SQLITE_BUSY. Close it after the Engine has stopped.
 func OpenSQLite(ctx context.Context, path string) (*sql.DB, error) {
-	if path == "" || strings.ContainsRune(path, '?') {
-		return nil, fmt.Errorf("transfer db: unsupported path %q", path)
-	}
-	dsn := path + "?" + strings.Join([]string{
-		"_txlock=immediate",
-		"_pragma=busy_timeout(10000)",
-		"_pragma=journal_mode(WAL)",
-		"_pragma=synchronous(NORMAL)",
-		"_pragma=foreign_keys(1)",
-	}, "&")
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("transfer db: open %s: %w", path, err)
-	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
-	if err := migrate(ctx, db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("transfer db %s: %w", path, err)
-	}
-	return db, nil
-}
-
-// migrate applies the transfer tables' migrations and River's.
-func migrate(ctx context.Context, db *sql.DB) error {
 	fsys, err := fs.Sub(migrations, "migrations")
 	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return nil, fmt.Errorf("transfer db: migrations: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+	db, err := sqlite.OpenFile(ctx, path, 1, fsys)
 	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
+		return nil, fmt.Errorf("transfer db: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
+	db.SetConnMaxLifetime(0)
 	m, err := rivermigrate.New(riversqlite.New(db), nil)
+	if err == nil {
+		_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	}
 	if err != nil {
-		return fmt.Errorf("river migrations: %w", err)
+		db.Close()
+		return nil, fmt.Errorf("transfer db %s: river migrations: %w", path, err)
 	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("river migrate: %w", err)
-	}
-	return nil
+	return db, nil
 }
 
 // db is the transfer tables' data access.

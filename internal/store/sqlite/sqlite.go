@@ -48,6 +48,22 @@ var _ store.Store = (*DB)(nil)
 // Open opens (creating if needed) the SQLite database at path, configures it
 // for concurrent use and applies all pending migrations.
 func Open(ctx context.Context, path string) (*DB, error) {
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	db, err := OpenFile(ctx, path, maxOpenConns, fsys)
+	if err != nil {
+		return nil, err
+	}
+	return &DB{db: db}, nil
+}
+
+// OpenFile opens (creating if needed) the SQLite file at path with the settings every sshapi
+// database uses (WAL, IMMEDIATE transactions, busy_timeout, foreign keys), at most maxConns
+// connections, and applies the numbered goose SQL migrations found at the top of migrations.
+// Other components with their own file (the transfer queue) open it with this too.
+func OpenFile(ctx context.Context, path string, maxConns int, migrations fs.FS) (*sql.DB, error) {
 	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || path == ":memory:" {
 		return nil, fmt.Errorf("sqlite: unsupported database path %q: want a plain file path", path)
 	}
@@ -62,21 +78,17 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(maxOpenConns)
-	db.SetMaxIdleConns(maxOpenConns)
-	if err := migrate(ctx, db); err != nil {
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	if err := migrate(ctx, db, migrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	return db, nil
 }
 
-// migrate applies the embedded migrations that have not run yet.
-func migrate(ctx context.Context, db *sql.DB) error {
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
-	}
+// migrate applies the migrations in fsys that have not run yet.
+func migrate(ctx context.Context, db *sql.DB, fsys fs.FS) error {
 	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
