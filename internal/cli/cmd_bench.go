@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/bench"
 	"github.com/sshapi/sshapi/internal/bench/study"
+	"github.com/sshapi/sshapi/internal/wanem"
 )
 
 // benchOptions are the flags every `sshapi bench` subcommand that measures a running service
@@ -199,7 +202,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Load-test sshapi (open loop, latency from the scheduled send) beside OpenSSH and Python peers",
 	}
-	cmd.AddCommand(newBenchCommandsCmd(), newBenchBurstCmd(), newBenchSessionsCmd(), newBenchPaperCmd(), newBenchReportCmd())
+	cmd.AddCommand(newBenchCommandsCmd(), newBenchBurstCmd(), newBenchSessionsCmd(), newBenchPaperCmd(), newBenchReportCmd(), newBenchTransferCmd())
 	return cmd
 }
 
@@ -278,7 +281,7 @@ func newBenchSessionsCmd() *cobra.Command {
 
 func newBenchPaperCmd() *cobra.Command {
 	var o study.Options
-	var rates, compare string
+	var rates, compare, transferSize string
 	cmd := &cobra.Command{
 		Use:   "paper",
 		Short: "Reproduce the SSH-API study's load test on this machine: throwaway stock sshd + sshapi, sweep, burst, sessions; writes docs/benchmarks.md and plots (needs root)",
@@ -292,6 +295,11 @@ func newBenchPaperCmd() *cobra.Command {
 			}
 			if o.Peers == nil {
 				o.Peers = []string{}
+			}
+			if transferSize != "none" {
+				if o.TransferSize, err = bench.ParseSize(transferSize); err != nil {
+					return fmt.Errorf("--transfer-size: %w", err)
+				}
 			}
 			o.Progress = cmd.ErrOrStderr()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -318,7 +326,127 @@ func newBenchPaperCmd() *cobra.Command {
 	f.IntVar(&o.MaxInFlight, "concurrency-cap", 256, "most requests in flight per run")
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "per-request timeout")
 	f.DurationVar(&o.Drain, "drain", 5*time.Second, "how long stragglers may finish after a rate's window")
+	f.StringVar(&transferSize, "transfer-size", "256MiB", "file size of the transfer section (loopback and 1 Gbit/s × 50 ms, beside sftp and scp -3); 1GiB for the full run, none skips")
 	return cmd
+}
+
+func newBenchTransferCmd() *cobra.Command {
+	var o study.TransferOptions
+	var url, token, system, remoteDir, size, streams, conns, rate, jsonOut, mdOut, plots string
+	var rtt time.Duration
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "transfer",
+		Short: "Measure upload, download and system-to-system transfer throughput and CPU per stream count, beside OpenSSH sftp and scp -3 (self-hosted unless --url)",
+		Example: `  sshapi bench transfer --size 1GiB --streams 1,2,4,8,auto --compare --connections 1,2,4,8
+  sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --compare --json t.json --markdown t.md --plots img
+  sshapi bench transfer --url $SSHAPI_URL --system hpc --remote-dir /scratch/me --size 1GiB`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Size, err = bench.ParseSize(size); err != nil {
+				return fmt.Errorf("--size: %w", err)
+			}
+			if o.Streams, err = bench.ParseStreams(streams); err != nil {
+				return fmt.Errorf("--streams: %w", err)
+			}
+			if o.Connections, err = bench.ParseStreams(conns); err != nil || slices.Contains(o.Connections, 0) {
+				return fmt.Errorf("--connections: want counts 1-64: %w", err)
+			}
+			path := study.TransferPath{RTT: rtt}
+			if rate != "" {
+				if path.Rate, err = wanem.ParseRate(rate); err != nil {
+					return fmt.Errorf("--rate: %w", err)
+				}
+			}
+			o.Paths = []study.TransferPath{path}
+			if !quiet {
+				o.Progress = cmd.ErrOrStderr()
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			var rep *bench.TransferReport
+			if url != "" {
+				rep, err = remoteTransfer(ctx, url, token, system, remoteDir, o)
+			} else {
+				rep, err = study.RunTransfer(ctx, o)
+			}
+			if rep == nil || len(rep.Runs) == 0 {
+				return err
+			}
+			return errors.Join(err, writeTransfer(rep, cmd.OutOrStdout(), jsonOut, mdOut, plots))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&url, "url", "", "measure this running sshapi (upload and download only) instead of a self-hosted one")
+	f.StringVar(&token, "token", "", "bearer token with --url (default $SSHAPI_TOKEN)")
+	f.StringVar(&system, "system", "", "system id with --url")
+	f.StringVar(&remoteDir, "remote-dir", "/tmp", "absolute directory on --system for the test file")
+	f.StringVar(&size, "size", "256MiB", "file size (KiB, MiB, GiB)")
+	f.StringVar(&streams, "streams", "1,4,8,auto", "system-to-system stream counts (auto = sshapi chooses)")
+	f.StringVar(&conns, "connections", "", "scaling runs: n parallel sftp gets over n connections vs one transfer with n streams, e.g. 1,2,4,8,16,20")
+	f.DurationVar(&rtt, "rtt", 0, "emulated round-trip time (a wanem proxy in front of each system)")
+	f.StringVar(&rate, "rate", "", "emulated bandwidth per direction, e.g. 1gbit")
+	f.BoolVar(&o.Compare, "compare", false, "measure OpenSSH sftp put/get and scp -3 beside sshapi")
+	f.StringVar(&o.Verify, "verify", "sha256", "system-to-system verification: none, size, sha256")
+	f.StringVar(&jsonOut, "json", "", "write the runs to this JSON file")
+	f.StringVar(&mdOut, "markdown", "", "write the Markdown tables to this file")
+	f.StringVar(&plots, "plots", "", "write transfer-streams.png into this directory")
+	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	return cmd
+}
+
+// remoteTransfer measures upload and download of a random file against a running sshapi.
+func remoteTransfer(ctx context.Context, url, token, system, remoteDir string, o study.TransferOptions) (*bench.TransferReport, error) {
+	if token == "" {
+		token = os.Getenv("SSHAPI_TOKEN")
+	}
+	if token == "" || system == "" {
+		return nil, errors.New("--url needs --token (or SSHAPI_TOKEN) and --system")
+	}
+	f, err := os.CreateTemp("", "sshapi-transfer-*.bin")
+	if err != nil {
+		return nil, fmt.Errorf("temp file: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, err = io.CopyN(f, rand.Reader, o.Size)
+	if err = errors.Join(err, f.Close()); err != nil {
+		return nil, fmt.Errorf("temp file: %w", err)
+	}
+	rep := &bench.TransferReport{Meta: study.Machine(ctx)}
+	rep.Meta.Started, rep.Meta.Runs = time.Now(), 1
+	tb := &bench.TransferBench{API: &bench.API{BaseURL: url, Token: token}, Path: url, Src: bench.TransferEndpoint{System: system},
+		Local: f.Name(), Size: o.Size, RemoteDir: remoteDir, Progress: o.Progress, Report: rep}
+	return rep, tb.Run(ctx, nil, nil)
+}
+
+func writeTransfer(rep *bench.TransferReport, stdout io.Writer, jsonOut, mdOut, plots string) error {
+	if err := rep.WriteMarkdown(stdout); err != nil {
+		return err
+	}
+	if jsonOut != "" {
+		if err := rep.WriteJSON(jsonOut); err != nil {
+			return err
+		}
+	}
+	if mdOut != "" {
+		f, err := os.Create(mdOut)
+		if err != nil {
+			return fmt.Errorf("--markdown: %w", err)
+		}
+		if err := errors.Join(rep.WriteMarkdown(f), f.Close()); err != nil {
+			return fmt.Errorf("--markdown: %w", err)
+		}
+	}
+	if plots != "" {
+		names, err := rep.WritePlots(plots)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			fmt.Fprintf(stdout, "wrote %s/%s\n", plots, n)
+		}
+	}
+	return nil
 }
 
 func newBenchReportCmd() *cobra.Command {

@@ -54,6 +54,9 @@ type Options struct {
 	Pause time.Duration
 	// Progress receives progress lines (nil = quiet).
 	Progress io.Writer
+	// TransferSize is the file the transfer section moves (0 skips the section; `bench paper`
+	// defaults to 256 MiB).
+	TransferSize int64
 }
 
 func (o *Options) defaults() {
@@ -180,8 +183,15 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 			return report, err
 		}
 	}
+	var transfers *bench.TransferReport
+	if o.TransferSize > 0 {
+		var err error
+		if transfers, err = RunTransfer(ctx, PaperTransferOptions(o.TransferSize, o.Progress)); err != nil {
+			return report, fmt.Errorf("transfers: %w", err)
+		}
+	}
 	report.Meta.Notes = append(report.Meta.Notes, fmt.Sprintf("1-minute load average of the machine when the run started: %s; when it ended: %s (anything above 0 beyond this run's own work means other processes shared the CPUs)", loadStart, loadAverage()))
-	if err := Write(report, o.Out); err != nil {
+	if err := Write(report, o.Out, transfers); err != nil {
 		return report, err
 	}
 	return report, nil

@@ -3,6 +3,7 @@ package study
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -266,4 +267,32 @@ func TransferSection(w io.Writer, r *bench.TransferReport, imgs []string) error 
 		return fmt.Errorf("transfer section: %w", err)
 	}
 	return nil
+}
+
+// PaperTransferOptions are the transfer runs of `bench paper`: a file of size bytes
+// on loopback and through 1 Gbit/s × 50 ms wanem proxies, one stream, 4, 8 and automatic,
+// beside OpenSSH sftp and scp -3, and the scaling runs at 1, 2, 4 and 8 connections.
+func PaperTransferOptions(size int64, progress io.Writer) TransferOptions {
+	return TransferOptions{Size: size, Streams: []int{1, 4, 8, 0}, Connections: []int{1, 2, 4, 8}, Compare: true, Progress: progress,
+		Paths: []TransferPath{{}, {RTT: 50 * time.Millisecond, Rate: 125_000_000}}}
+}
+
+// writeTransferOutputs adds tr's runs to benchmarks.json under "transfers" (beside the
+// study's meta and runs) and draws its figure; it returns the figure names.
+func writeTransferOutputs(report *bench.Report, tr *bench.TransferReport, out string) ([]string, error) {
+	if tr == nil || len(tr.Runs) == 0 {
+		return nil, nil
+	}
+	merged := struct {
+		*bench.Report
+		Transfers *bench.TransferReport `json:"transfers"`
+	}{report, tr}
+	b, err := json.MarshalIndent(merged, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "benchmarks.json"), append(b, '\n'), 0o644); err != nil {
+		return nil, fmt.Errorf("write report: %w", err)
+	}
+	return tr.WritePlots(filepath.Join(out, "img"))
 }

@@ -2,7 +2,9 @@ package study
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,8 +46,17 @@ func TestRunTransfer(t *testing.T) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
 	}
-	imgs, err := rep.WritePlots(t.TempDir())
+	out := t.TempDir()
+	imgs, err := writeTransferOutputs(&bench.Report{}, rep, out)
 	if err != nil || len(imgs) != 1 {
 		t.Fatalf("plots %v, %v", imgs, err)
+	}
+	back, err := os.ReadFile(filepath.Join(out, "benchmarks.json"))
+	if err != nil || !strings.Contains(string(back), `"transfers"`) || !strings.Contains(string(back), `"runs"`) {
+		t.Fatalf("benchmarks.json: %v %.200s", err, back)
+	}
+	var doc bytes.Buffer
+	if err := TransferSection(&doc, rep, imgs); err != nil || !strings.Contains(doc.String(), "## File transfers") || !strings.Contains(doc.String(), "img/"+imgs[0]) {
+		t.Fatalf("section: %v\n%s", err, doc.String())
 	}
 }

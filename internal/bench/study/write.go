@@ -11,8 +11,13 @@ import (
 	"github.com/sshapi/sshapi/internal/bench"
 )
 
-// Write stores report under out: benchmarks.json, img/*.png and benchmarks.md.
-func Write(report *bench.Report, out string) error {
+// Write stores report under out: benchmarks.json, img/*.png and benchmarks.md, with the
+// file transfer section when a transfer report is given.
+func Write(report *bench.Report, out string, transfers ...*bench.TransferReport) error {
+	var tr *bench.TransferReport
+	if len(transfers) > 0 {
+		tr = transfers[0]
+	}
 	if len(report.Runs) == 0 {
 		return errNoRuns
 	}
@@ -26,8 +31,12 @@ func Write(report *bench.Report, out string) error {
 	if err != nil {
 		return err
 	}
+	timgs, err := writeTransferOutputs(report, tr, out)
+	if err != nil {
+		return err
+	}
 	var doc bytes.Buffer
-	if err := document(&doc, report, imgs); err != nil {
+	if err := document(&doc, report, imgs, tr, timgs); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(out, "benchmarks.md"), doc.Bytes(), 0o644); err != nil {
@@ -36,7 +45,7 @@ func Write(report *bench.Report, out string) error {
 	return nil
 }
 
-func document(b *bytes.Buffer, r *bench.Report, imgs []string) error {
+func document(b *bytes.Buffer, r *bench.Report, imgs []string, tr *bench.TransferReport, timgs []string) error {
 	m := r.Meta
 	fmt.Fprintf(b, `# Benchmarks
 
@@ -128,6 +137,9 @@ The best peer at a rate is the one with the fewest failures, then the lowest p99
 			}
 			fmt.Fprintf(b, "![%s](img/%s)\n\n*%s.*\n\n", caption, img, caption)
 		}
+	}
+	if err := TransferSection(b, tr, timgs); err != nil {
+		return err
 	}
 	b.WriteString(`## Reproduce
 
