@@ -51,6 +51,6 @@ bench-locust-deps: bench-deps
 
 ## paper: throwaway stock sshd + sshapi, the study's sweep beside the peers; writes
 ## docs/benchmarks.md, docs/benchmarks.json and docs/img/ (root; a few minutes).
-## Longer windows: make paper PAPER_FLAGS='--duration 30s'.
+## Longer windows: make paper PAPER_FLAGS='--duration 30s'; 1 GiB transfers: PAPER_FLAGS='--transfer-size 1GiB'.
 paper: build bench-deps
 	./bin/sshapi bench paper --out docs $(PAPER_FLAGS)
