@@ -49,7 +49,8 @@ type TransferRun struct {
 	MBps    float64 `json:"mb_per_s"`
 	// CPUSeconds is the user+system CPU of the bench process and its waited-for children (the
 	// in-process sshapi service, the OpenSSH clients); SSHDCPUSeconds that of the sshd process
-	// tree, when it could be read from /proc.
+	// tree, sampled from /proc every 100 ms (a lower bound: processes shorter than that are
+	// missed).
 	CPUSeconds     float64 `json:"cpu_s"`
 	SSHDCPUSeconds float64 `json:"sshd_cpu_s,omitempty"`
 	// Error is why the run failed ("" if it did not).
@@ -104,14 +105,18 @@ func (b *TransferBench) remote(name string) string {
 
 // measure times fn, with CPU of this process tree and of sshd, and records the run.
 func (b *TransferBench) measure(scenario, target string, streams int, bytes int64, fn func() (int, error)) TransferRun {
-	cpu0, sshd0 := selfCPU(), sshdCPU(b.SSHDPIDs)
+	cpu0 := selfCPU()
+	var meter *cpuMeter
+	if len(b.SSHDPIDs) > 0 {
+		meter = startCPUMeter(b.SSHDPIDs)
+	}
 	start := time.Now()
 	used, err := fn()
 	el := time.Since(start).Seconds()
 	r := TransferRun{Path: b.Path, Scenario: scenario, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
 		Seconds: el, CPUSeconds: selfCPU() - cpu0}
-	if len(b.SSHDPIDs) > 0 {
-		r.SSHDCPUSeconds = sshdCPU(b.SSHDPIDs) - sshd0
+	if meter != nil {
+		r.SSHDCPUSeconds = meter.Stop()
 	}
 	if err != nil {
 		r.Error = err.Error()
@@ -336,16 +341,12 @@ func selfCPU() float64 {
 	return tv(s.Utime) + tv(s.Stime) + tv(c.Utime) + tv(c.Stime)
 }
 
-// sshdCPU sums utime+stime+cutime+cstime over the process trees rooted at pids (clock ticks of
-// 1/100 s), so that a session process that exited between two samples still counts (through its
-// parent's cutime).
-func sshdCPU(pids []int) float64 {
-	if len(pids) == 0 {
-		return 0
-	}
+// procTicks reads utime+stime (clock ticks of 1/100 s) of every process in the trees rooted at
+// pids, roots included.
+func procTicks(pids []int) map[int]float64 {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return nil
 	}
 	parent, ticks := map[int]int{}, map[int]float64{}
 	for _, e := range entries {
@@ -361,30 +362,75 @@ func sshdCPU(pids []int) float64 {
 		if i < 0 {
 			continue
 		}
-		f := strings.Fields(string(stat[i+1:])) // state ppid ... utime(12) stime cutime cstime
-		if len(f) < 15 {
+		f := strings.Fields(string(stat[i+1:])) // state ppid ... utime(12) stime(13)
+		if len(f) < 13 {
 			continue
 		}
 		parent[p], _ = strconv.Atoi(f[1])
-		var sum float64
-		for _, k := range f[11:15] {
-			v, _ := strconv.ParseFloat(k, 64)
-			sum += v
-		}
-		ticks[p] = sum
+		u, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		ticks[p] = u + st
 	}
 	in := map[int]bool{}
 	for _, p := range pids {
 		in[p] = true
 	}
-	var total float64
-	for p := range ticks {
+	out := map[int]float64{}
+	for p, t := range ticks {
 		for q, hops := p, 0; q > 1 && hops < 64; q, hops = parent[q], hops+1 {
 			if in[q] {
-				total += ticks[p]
+				out[p] = t
 				break
 			}
 		}
+	}
+	return out
+}
+
+// cpuMeter follows the CPU of the sshd process trees while a run lasts. Session processes
+// come and go (and their time does not reliably reach the master's cutime), so it samples every
+// process of the trees every 100 ms and keeps the last value seen per process: a process that
+// lived less than a sample interval is missed, so the total is a lower bound.
+type cpuMeter struct {
+	pids []int
+	stop chan struct{}
+	done chan struct{}
+	base map[int]float64
+	last map[int]float64
+}
+
+func startCPUMeter(pids []int) *cpuMeter {
+	m := &cpuMeter{pids: pids, stop: make(chan struct{}), done: make(chan struct{}), base: procTicks(pids), last: map[int]float64{}}
+	go func() {
+		defer close(m.done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			m.sample()
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return m
+}
+
+func (m *cpuMeter) sample() {
+	for p, t := range procTicks(m.pids) {
+		m.last[p] = t
+	}
+}
+
+// Stop ends the sampling and returns the CPU seconds used since the start.
+func (m *cpuMeter) Stop() float64 {
+	close(m.stop)
+	<-m.done
+	m.sample()
+	var total float64
+	for p, t := range m.last {
+		total += max(t-m.base[p], 0)
 	}
 	return total / 100
 }

@@ -183,7 +183,7 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 		fmt.Sprintf("a %d MiB file of random bytes, once per point; MB/s is 10^6 bytes per second of wall time: one HTTP request for upload and download (sshapi streams the body through SFTP on a pooled connection), submit to `succeeded` for a system-to-system transfer (`POST /v1/transfers`, polled every 20 ms), process start to exit for OpenSSH", o.Size>>20),
 		"system-to-system transfers verify with " + o.Verify + " on both systems before they succeed (scp -3 verifies nothing); uploads and downloads do not verify",
 		"OpenSSH peers: `sftp -b -` put / get to /dev/null, and `scp -3` relaying through this host, each a fresh process and connection over the same path (the same wanem proxies) as sshapi",
-		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server) from /proc",
+		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms (a lower bound: a process shorter than that is missed)",
 		fmt.Sprintf("1-minute load average when the transfer runs started: %s; when they ended: %s", loadStart, loadAverage()),
 	}
 	return rep, nil
