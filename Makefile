@@ -50,7 +50,7 @@ bench-locust-deps: bench-deps
 	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-locust.txt
 
 ## paper: throwaway stock sshd + sshapi, the study's sweep beside the peers; writes
-## docs/benchmarks.md, docs/benchmarks.json and docs/img/ (root; a few minutes).
+## docs/benchmarks.md, docs/benchmarks.json and docs/img/ (root; about 11 minutes on 2 cores).
 ## Longer windows: make paper PAPER_FLAGS='--duration 30s'; 1 GiB transfers: PAPER_FLAGS='--transfer-size 1GiB'.
 paper: build bench-deps
 	./bin/sshapi bench paper --out docs $(PAPER_FLAGS)

@@ -45,16 +45,20 @@ func wantsNDJSON(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "application/x-ndjson")
 }
 
-func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
-	var body commandRequest
-	if err := decodeJSON(r, &body); err != nil {
-		return err
+// runCommandOn returns the handler that runs the JSON command body on the caller's system named
+// by path parameter param ("id" on /v1, "name" on the study's route).
+func (s *Server) runCommandOn(param string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var body commandRequest
+		if err := decodeJSON(r, &body); err != nil {
+			return err
+		}
+		req, err := body.validate()
+		if err != nil {
+			return err
+		}
+		return s.execute(w, r, principal(r).User, r.PathValue(param), req)
 	}
-	req, err := body.validate()
-	if err != nil {
-		return err
-	}
-	return s.execute(w, r, principal(r).User, r.PathValue("id"), req)
 }
 
 // execute runs req on the caller's system and answers with the result, or streams it as NDJSON.

@@ -102,15 +102,3 @@ func renameFields(err error, names map[string]string) error {
 	}
 	return he
 }
-
-func (s *Server) paperRun(w http.ResponseWriter, r *http.Request) error {
-	var body commandRequest
-	if err := decodeJSON(r, &body); err != nil {
-		return err
-	}
-	req, err := body.validate()
-	if err != nil {
-		return err
-	}
-	return s.execute(w, r, principal(r).User, r.PathValue("name"), req)
-}

@@ -50,7 +50,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/systems/{id}/credential", false, s.getCredential},
 		{"DELETE", "/v1/systems/{id}/credential", false, s.deleteCredential},
 		{"POST", "/v1/systems/{id}/credential/check", false, s.checkCredential},
-		{"POST", "/v1/systems/{id}/commands", false, s.runCommand},
+		{"POST", "/v1/systems/{id}/commands", false, s.runCommandOn("id")},
 		{"POST", "/v1/commands", false, s.runMany},
 
 		{"GET", "/v1/systems/{id}/ls/{path...}", false, s.listFiles},
@@ -77,7 +77,7 @@ func (s *Server) routes() []route {
 		{"GET", "/sshapi/v2", false, s.paperList},
 		{"POST", "/sshapi/v2", false, s.paperCreate},
 		{"POST", "/sshapi/v2/load", false, s.paperLoad},
-		{"POST", "/sshapi/v2/{name}", false, s.paperRun},
+		{"POST", "/sshapi/v2/{name}", false, s.runCommandOn("name")},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -35,12 +36,16 @@ type API struct {
 	Token string
 	// Client sends the requests; NewHTTPClient() when nil.
 	Client *http.Client
+
+	once sync.Once // fills Client on first use; calls come from many goroutines
 }
 
 func (a *API) client() *http.Client {
-	if a.Client == nil {
-		a.Client = NewHTTPClient()
-	}
+	a.once.Do(func() {
+		if a.Client == nil {
+			a.Client = NewHTTPClient()
+		}
+	})
 	return a.Client
 }
 

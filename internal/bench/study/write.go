@@ -144,7 +144,7 @@ The best peer at a rate is the one with the fewest failures, then the lowest p99
 	b.WriteString(`## Reproduce
 
     make bench-deps     # Python peers into bench/.venv (asyncssh, paramiko; pinned)
-    make paper          # needs root (the sshd test user) and openssh-server; a few minutes
+    make paper          # needs root (the sshd test user) and openssh-server; about 11 minutes on 2 cores
 
 Longer windows: ` + "`./bin/sshapi bench paper --out docs --duration 60s`" + `. Against your own deployment:
 ` + "`sshapi bench commands --url URL --token T --system ID --rates 10,50,90 --compare all --ssh user@host:port --ssh-key FILE --ssh-host-key 'ssh-ed25519 AAAA…'`" + `.
