@@ -645,3 +645,30 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 		t.Fatalf("served document: %d", r.status)
 	}
 }
+
+// TestContentTypes: `curl -d` sends form-urlencoded by default and must work with a JSON body;
+// a body declared as something else is refused.
+func TestContentTypes(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		ct     string
+		status int
+	}{
+		{"", 201},
+		{"application/json; charset=utf-8", 201},
+		{"application/x-www-form-urlencoded", 201},
+		{"application/merge-patch+json", 201},
+		{"application/xml", 415},
+		{"multipart/form-data; boundary=x", 415},
+	}
+	for i, tc := range tests {
+		body := map[string]any{"id": fmt.Sprintf("s%d", i), "host": "h", "trust_on_first_use": true}
+		var hdr []string
+		if tc.ct != "" {
+			hdr = []string{"Content-Type", tc.ct}
+		}
+		if r := e.do("alice", "POST", "/v1/systems", body, hdr...); r.status != tc.status {
+			t.Errorf("Content-Type %q: %d %s, want %d", tc.ct, r.status, r.body, tc.status)
+		}
+	}
+}

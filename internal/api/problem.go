@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -84,9 +85,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decodeJSON reads one JSON object into v, rejecting unknown fields, trailing data and bodies
 // over the server's cap, with errors that name the offending field.
 func decodeJSON(r *http.Request, v any) error {
-	ct := r.Header.Get("Content-Type")
-	if ct != "" && !strings.HasPrefix(ct, "application/json") && !strings.Contains(ct, "+json") {
-		return errStatus(http.StatusUnsupportedMediaType, "Content-Type must be application/json, got %q", ct)
+	// JSON, or no type, or what `curl -d` sends by default (form-urlencoded) or text/plain: the
+	// body must parse as JSON either way. A body that says it is something else is refused.
+	switch mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
+	case mt == "", mt == "application/json", strings.HasSuffix(mt, "+json"),
+		mt == "application/x-www-form-urlencoded", mt == "text/plain":
+	default:
+		return errStatus(http.StatusUnsupportedMediaType, "Content-Type must be application/json, got %q", mt)
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
