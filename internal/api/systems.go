@@ -13,26 +13,38 @@ import (
 	"github.com/sshapi/sshapi/internal/store"
 )
 
-// systemJSON is a system as the API shows and accepts it.
+// systemFields are a system's settings as the API accepts them (POST) and shows them.
+type systemFields struct {
+	ID                  string   `json:"id"`
+	Host                string   `json:"host"`
+	Port                int      `json:"port"`
+	HostKeys            []string `json:"host_keys"`
+	HostKeyFingerprints []string `json:"host_key_fingerprints"`
+	TrustOnFirstUse     bool     `json:"trust_on_first_use"`
+	MaxSessions         int      `json:"max_sessions"`
+	RootDir             string   `json:"root_dir,omitempty"`
+	Description         string   `json:"description"`
+}
+
+// system turns the fields into the owner's store.System.
+func (f systemFields) system(owner string) *store.System {
+	return &store.System{Owner: owner, ID: f.ID, Host: f.Host, Port: f.Port, HostKeys: f.HostKeys,
+		HostKeyFingerprints: f.HostKeyFingerprints, TrustOnFirstUse: f.TrustOnFirstUse, MaxSessions: f.MaxSessions,
+		RootDir: f.RootDir, Description: f.Description}
+}
+
+// systemJSON is a system as the API shows it.
 type systemJSON struct {
-	ID                  string    `json:"id"`
-	Host                string    `json:"host"`
-	Port                int       `json:"port"`
-	HostKeys            []string  `json:"host_keys"`
-	HostKeyFingerprints []string  `json:"host_key_fingerprints"`
-	TrustOnFirstUse     bool      `json:"trust_on_first_use"`
-	MaxSessions         int       `json:"max_sessions"`
-	RootDir             string    `json:"root_dir,omitempty"`
-	Description         string    `json:"description"`
-	HasCredential       *bool     `json:"has_credential,omitempty"`
-	CreatedAt           time.Time `json:"created_at"`
-	UpdatedAt           time.Time `json:"updated_at"`
+	systemFields
+	HasCredential *bool     `json:"has_credential,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 func toSystemJSON(s *store.System) systemJSON {
-	j := systemJSON{ID: s.ID, Host: s.Host, Port: s.Port, HostKeys: s.HostKeys, HostKeyFingerprints: s.HostKeyFingerprints,
-		TrustOnFirstUse: s.TrustOnFirstUse, MaxSessions: s.MaxSessions, RootDir: s.RootDir, Description: s.Description,
-		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	j := systemJSON{systemFields: systemFields{ID: s.ID, Host: s.Host, Port: s.Port, HostKeys: s.HostKeys,
+		HostKeyFingerprints: s.HostKeyFingerprints, TrustOnFirstUse: s.TrustOnFirstUse, MaxSessions: s.MaxSessions,
+		RootDir: s.RootDir, Description: s.Description}, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	if j.HostKeys == nil {
 		j.HostKeys = []string{}
 	}
@@ -92,27 +104,12 @@ func validateSystem(s *store.System) error {
 	return nil
 }
 
-type createSystemRequest struct {
-	ID                  string   `json:"id"`
-	Host                string   `json:"host"`
-	Port                int      `json:"port"`
-	HostKeys            []string `json:"host_keys"`
-	HostKeyFingerprints []string `json:"host_key_fingerprints"`
-	TrustOnFirstUse     bool     `json:"trust_on_first_use"`
-	MaxSessions         int      `json:"max_sessions"`
-	RootDir             string   `json:"root_dir"`
-	Description         string   `json:"description"`
-}
-
 func (s *Server) createSystem(w http.ResponseWriter, r *http.Request) error {
-	var req createSystemRequest
+	var req systemFields
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	p := principal(r)
-	sys := &store.System{Owner: p.User, ID: req.ID, Host: req.Host, Port: req.Port, HostKeys: req.HostKeys,
-		HostKeyFingerprints: req.HostKeyFingerprints, TrustOnFirstUse: req.TrustOnFirstUse, MaxSessions: req.MaxSessions,
-		RootDir: req.RootDir, Description: req.Description}
+	sys := req.system(principal(r).User)
 	if err := validateSystem(sys); err != nil {
 		return err
 	}
