@@ -374,6 +374,14 @@ func TestIsolationBetweenUsers(t *testing.T) {
 	if r := e.do("bob", "GET", "/v1/systems", nil); strings.Contains(string(r.body), "hpc") {
 		t.Errorf("bob's list shows alice's system: %s", r.body)
 	}
+	if r := e.do("bob", "GET", "/v1/audit", nil); strings.Contains(string(r.body), "hpc") {
+		t.Errorf("bob's audit log shows alice's actions: %s", r.body)
+	}
+	var audit struct{ Entries []struct{ Action, System, Detail string } }
+	_ = json.Unmarshal(e.do("alice", "GET", "/v1/audit?limit=5", nil).body, &audit)
+	if len(audit.Entries) != 2 || audit.Entries[0].Action != "credential.put" || audit.Entries[1].Action != "system.create" || audit.Entries[0].System != "hpc" {
+		t.Errorf("alice's audit log, newest first: %+v", audit.Entries)
+	}
 	if r := e.do("bob", "POST", "/v1/commands", map[string]any{"systems": []string{"hpc"}, "command": "true"}); !strings.Contains(string(r.body), `"status":404`) {
 		t.Errorf("fan-out reached alice's system: %s", r.body)
 	}
@@ -523,6 +531,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "true"})
 	e.do("alice", "PUT", "/v1/systems/hpc/credential", map[string]any{"username": "x", "private_key": string(e.srv.PrivateKeyPEM)[:200]})
 	e.do("alice", "POST", "/sshapi/v2", map[string]any{"name": "x2", "hostname": e.srv.Host, "username": "u", "private_key": string(e.srv.PrivateKeyPEM), "passphrase": "hunter2-secret", "trust_on_first_use": true})
+	e.do("alice", "GET", "/v1/audit", nil)
 	body := string(e.srv.PrivateKeyPEM)
 	lines := strings.Split(strings.TrimSpace(body), "\n")
 	needles := append([]string{"hunter2-secret", e.token("alice")[:40]}, lines[1:len(lines)-1]...)

@@ -52,6 +52,7 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/systems/{id}/credential/check", false, s.checkCredential},
 		{"POST", "/v1/systems/{id}/commands", false, s.runCommandOn("id")},
 		{"POST", "/v1/commands", false, s.runMany},
+		{"GET", "/v1/audit", false, s.listAudit},
 
 		{"GET", "/v1/systems/{id}/ls/{path...}", false, s.listFiles},
 		{"GET", "/v1/systems/{id}/stat/{path...}", false, s.statFile},

@@ -231,3 +231,29 @@ func (s *Server) audit(r *http.Request, action, system, detail string) {
 
 // fingerprint is the SHA256 fingerprint of k.
 func fingerprint(k ssh.PublicKey) string { return ssh.FingerprintSHA256(k) }
+
+// auditJSON is one audit log entry as the API shows it.
+type auditJSON struct {
+	Time     time.Time `json:"time"`
+	Action   string    `json:"action"`
+	SystemID string    `json:"system,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// listAudit shows the caller's own security-relevant actions, newest first.
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
+	limit, err := queryInt(r, "limit", store.DefaultAuditLimit, 1, 1000)
+	if err != nil {
+		return err
+	}
+	entries, err := s.deps.Store.ListAudit(r.Context(), principal(r).User, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]auditJSON, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, auditJSON{Time: e.Time, Action: e.Action, SystemID: e.SystemID, Detail: e.Detail})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": out})
+	return nil
+}
