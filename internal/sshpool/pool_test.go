@@ -371,3 +371,34 @@ func TestForgetClosesConnections(t *testing.T) {
 		t.Fatalf("after Forget the system dials again: %v", err)
 	}
 }
+
+// TestSharedSFTPErrorProbesBeforeKilling: an error that only looks like a broken connection does
+// not discard a healthy shared connection; a really dead one is discarded.
+func TestSharedSFTPErrorProbesBeforeKilling(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	p, _ := newPool(t, Config{KeepaliveTimeout: time.Second})
+	tg := target(t, srv, "probe", srv.Signer)
+	s, err := p.SFTP(t.Context(), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Done(errors.New("read header: unexpected EOF")) // healthy connection, misleading error
+	time.Sleep(200 * time.Millisecond)
+	if st := p.Stats(); st.Conns != 1 {
+		t.Fatalf("a healthy connection was discarded: %+v", st)
+	}
+	s, err = p.SFTP(t.Context(), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	_, err = s.Stat("/")
+	s.Done(err)
+	deadline := time.Now().Add(3 * time.Second)
+	for p.Stats().Conns != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("dead connection kept: %+v (stat error %v)", p.Stats(), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -127,20 +127,36 @@ type SharedSFTP struct {
 	once sync.Once
 }
 
-// Done returns the borrow. If err shows the connection broke, the connection is discarded.
+// Done returns the borrow. If err looks like the connection broke, the connection is probed
+// (keepalive with its own timeout) and discarded only if it does not answer: other requests share
+// it, and an error that merely mentions EOF must not fail them.
 func (s *SharedSFTP) Done(err error) {
 	s.once.Do(func() {
-		s.p.mu.Lock()
-		defer s.p.mu.Unlock()
-		s.c.sftpUse--
-		s.c.lastUsed = time.Now()
-		if isConnBroken(err) && s.c.sftp == s.Client {
-			s.c.sftp = nil
-			s.p.killLocked(s.c)
-			s.p.serveWaitersLocked(s.c.kp)
+		p, c := s.p, s.c
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		c.sftpUse--
+		c.lastUsed = time.Now()
+		if isConnBroken(err) && !c.dead && !p.closing {
+			p.wg.Add(1)
+			go p.probeOrKill(c)
 		}
-		s.p.checkDrainedLocked()
+		p.checkDrainedLocked()
 	})
+}
+
+// probeOrKill discards c if it does not answer a keepalive.
+func (p *Pool) probeOrKill(c *conn) {
+	defer p.wg.Done()
+	err := p.probe(c)
+	if err == nil {
+		return
+	}
+	p.log.Warn("ssh connection failed its liveness probe", "key", c.kp.key.String(), "err", err)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.killLocked(c)
+	p.serveWaitersLocked(c.kp)
 }
 
 // SFTP borrows a connection's shared SFTP client for metadata operations and small reads and
