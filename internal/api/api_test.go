@@ -377,7 +377,9 @@ func TestIsolationBetweenUsers(t *testing.T) {
 	if r := e.do("bob", "GET", "/v1/audit", nil); strings.Contains(string(r.body), "hpc") {
 		t.Errorf("bob's audit log shows alice's actions: %s", r.body)
 	}
-	var audit struct{ Entries []struct{ Action, System, Detail string } }
+	var audit struct {
+		Entries []struct{ Action, System, Detail string }
+	}
 	_ = json.Unmarshal(e.do("alice", "GET", "/v1/audit?limit=5", nil).body, &audit)
 	if len(audit.Entries) != 2 || audit.Entries[0].Action != "credential.put" || audit.Entries[1].Action != "system.create" || audit.Entries[0].System != "hpc" {
 		t.Errorf("alice's audit log, newest first: %+v", audit.Entries)
