@@ -121,17 +121,7 @@ func (f *FS) Mkdir(ctx context.Context, p string, parents bool) error {
 		}
 		return f.mkdirAll(ctx, op, abs)
 	}
-	err = f.c.Mkdir(abs)
-	if err == nil {
-		return nil
-	}
-	if isFailure(err) {
-		if _, ok, _ := f.exists(abs); ok {
-			return newErr(op, abs, fs.ErrExist, err)
-		}
-		return f.writeErr(op, abs, err)
-	}
-	return f.dirAwareErr(op, abs, err)
+	return f.createErr(op, abs, f.c.Mkdir(abs))
 }
 
 // Move renames src to dst on the server. With overwrite an existing dst is replaced atomically
@@ -258,7 +248,13 @@ func (f *FS) Symlink(ctx context.Context, target, link string) error {
 	if err := checkCtx(ctx, op, abs); err != nil {
 		return err
 	}
-	err = f.c.Symlink(target, abs)
+	return f.createErr(op, abs, f.c.Symlink(target, abs))
+}
+
+// createErr classifies the failure of creating abs (mkdir, symlink): OpenSSH's generic failure
+// is fs.ErrExist when the name is taken, else a write error; other statuses are mapped with the
+// parent directory in mind.
+func (f *FS) createErr(op, abs string, err error) error {
 	if err == nil {
 		return nil
 	}
