@@ -10,6 +10,11 @@
 // at most a few unauthenticated dials in flight per host. Refused dials and refused channel opens
 // are retried with jittered backoff inside the caller's deadline. An authentication failure stops
 // all dialing for that key (the key changes when the credential does).
+//
+// Many owners share one host: each owner gets at most a share of the host's connections and of its
+// unauthenticated dials (MaxConnsPerOwnerHost, MaxDialsPerOwnerHost), and an owner's dials wait
+// for one of the owner's dial slots before they queue for the host's, so an owner whose dials keep
+// failing (a junk key, a stalling server) holds at most its share of the host's dial slots.
 package sshpool
 
 import (
@@ -38,6 +43,17 @@ type Key struct {
 	User string
 	// Credential identifies the credential and its version; a new value means new connections.
 	Credential string
+	// Owner is the user the connections are made for. Owners share a host's connection and dial
+	// limits in shares (Config.MaxConnsPerOwnerHost, MaxDialsPerOwnerHost); empty means System.
+	Owner string
+}
+
+// owner is the name the key's connections and dials are counted under on their host.
+func (k Key) owner() string {
+	if k.Owner != "" {
+		return k.Owner
+	}
+	return k.System
 }
 
 func (k Key) String() string { return k.User + "@" + k.System }
@@ -68,6 +84,11 @@ type Config struct {
 	SFTPMaxPacket     int           `yaml:"sftp_max_packet" env:"SFTP_MAX_PACKET"`           // 32 KiB
 	SFTPMaxInflight   int           `yaml:"sftp_max_inflight" env:"SFTP_MAX_INFLIGHT"`       // 64 requests per file
 	MaxOpenRetryDelay time.Duration `yaml:"max_open_retry_delay" env:"MAX_OPEN_RETRY_DELAY"` // 200ms
+	// MaxConnsPerOwnerHost is one owner's share of a host's connections (half of
+	// MaxConnsPerHost); MaxDialsPerOwnerHost its share of the host's unauthenticated dials
+	// (half of MaxDialsPerHost, rounded up: 2 of 3).
+	MaxConnsPerOwnerHost int `yaml:"max_conns_per_owner_host" env:"MAX_CONNS_PER_OWNER_HOST"`
+	MaxDialsPerOwnerHost int `yaml:"max_dials_per_owner_host" env:"MAX_DIALS_PER_OWNER_HOST"`
 }
 
 func (c *Config) setDefaults() {
@@ -92,6 +113,10 @@ func (c *Config) setDefaults() {
 	defd(&c.KeepaliveTimeout, 10*time.Second)
 	defd(&c.IdleTimeout, 5*time.Minute)
 	defd(&c.MaxOpenRetryDelay, 200*time.Millisecond)
+	def(&c.MaxConnsPerOwnerHost, max(c.MaxConnsPerHost/2, 1))
+	def(&c.MaxDialsPerOwnerHost, (c.MaxDialsPerHost+1)/2)
+	c.MaxConnsPerOwnerHost = min(c.MaxConnsPerOwnerHost, c.MaxConnsPerHost)
+	c.MaxDialsPerOwnerHost = min(c.MaxDialsPerOwnerHost, c.MaxDialsPerHost)
 }
 
 // Errors callers can test for with errors.Is.
@@ -144,6 +169,66 @@ type hostState struct {
 	dialSem chan struct{}
 	conns   int
 	dialing int
+	owners  map[string]*ownerShare // each owner's part of conns and dialing, and its dial slots
+}
+
+// ownerShare is one owner's use of a host.
+type ownerShare struct {
+	conns   int
+	dialing int
+	dialSem chan struct{} // the owner's dial slots on the host, taken before the host's
+	refs    int           // holders of and waiters for dialSem
+}
+
+// shareLocked returns owner's share of h, creating it.
+func (p *Pool) shareLocked(h *hostState, owner string) *ownerShare {
+	sh := h.owners[owner]
+	if sh == nil {
+		if h.owners == nil {
+			h.owners = make(map[string]*ownerShare)
+		}
+		sh = &ownerShare{dialSem: make(chan struct{}, p.cfg.MaxDialsPerOwnerHost)}
+		h.owners[owner] = sh
+	}
+	return sh
+}
+
+// tidyShareLocked drops owner's share of h once nothing counts against it.
+func (h *hostState) tidyShareLocked(owner string) {
+	if sh := h.owners[owner]; sh != nil && sh.conns <= 0 && sh.dialing <= 0 && sh.refs == 0 {
+		delete(h.owners, owner)
+	}
+}
+
+// ownerDialSlot takes one of owner's dial slots on h, waiting at most until ctx ends. The caller
+// then queues for one of the host's slots (FIFO), so an owner never has more than its share of
+// dials in flight or in the host's queue ahead of other owners.
+func (p *Pool) ownerDialSlot(ctx context.Context, h *hostState, owner string) (release func(), err error) {
+	p.mu.Lock()
+	sh := p.shareLocked(h, owner)
+	sh.refs++
+	p.mu.Unlock()
+	unref := func() {
+		p.mu.Lock()
+		sh.refs--
+		h.tidyShareLocked(owner)
+		p.mu.Unlock()
+	}
+	select {
+	case sh.dialSem <- struct{}{}:
+		return func() { <-sh.dialSem; unref() }, nil
+	case <-ctx.Done():
+		unref()
+		return nil, ctx.Err()
+	}
+}
+
+// dialEndedLocked uncounts a dial of kp's that ended (with or without a connection).
+func (p *Pool) dialEndedLocked(kp *keyPool, h *hostState) {
+	if sh := h.owners[kp.key.owner()]; sh != nil {
+		sh.dialing--
+		h.tidyShareLocked(kp.key.owner())
+	}
 }
 
 type conn struct {
@@ -359,12 +444,16 @@ func (p *Pool) serveWaitersLocked(kp *keyPool) {
 		return
 	}
 	h := p.hostLocked(kp.target.Addr)
+	sh := p.shareLocked(h, kp.key.owner())
+	defer h.tidyShareLocked(kp.key.owner())
 	slots := slotsFor(kp.target.MaxSessions)
 	for len(kp.waiters) > kp.dialing*slots &&
 		len(kp.conns)+kp.dialing < p.cfg.MaxConnsPerKey &&
-		h.conns+h.dialing < p.cfg.MaxConnsPerHost {
+		h.conns+h.dialing < p.cfg.MaxConnsPerHost &&
+		sh.conns+sh.dialing < p.cfg.MaxConnsPerOwnerHost {
 		kp.dialing++
 		h.dialing++
+		sh.dialing++
 		p.wg.Add(1)
 		go p.dialLoop(kp, h)
 	}
@@ -413,14 +502,29 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 	defer p.wg.Done()
 	backoff := 50 * time.Millisecond
 	for {
+		// The owner's dial slot first: failing dials of one owner wait here, not in the host's
+		// queue. Waiters may give up meanwhile; then the dial is not needed.
+		release, gerr := p.ownerDialSlot(p.ctx, h, kp.key.owner())
 		p.mu.Lock()
+		if gerr != nil || kp.authErr != nil || len(kp.waiters) == 0 || p.closing {
+			kp.dialing--
+			h.dialing--
+			p.dialEndedLocked(kp, h)
+			p.mu.Unlock()
+			if gerr == nil {
+				release()
+			}
+			return
+		}
 		t := kp.target
 		p.mu.Unlock()
 		client, err := p.dialOnce(t, h)
+		release()
 		p.mu.Lock()
 		if err == nil {
 			kp.dialing--
 			h.dialing--
+			p.dialEndedLocked(kp, h)
 			if p.closing || p.keys[kp.key] != kp { // shutting down, or Forget dropped the key
 				p.mu.Unlock()
 				client.Close()
@@ -442,6 +546,7 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 		if len(kp.waiters) == 0 || p.closing {
 			kp.dialing--
 			h.dialing--
+			p.dialEndedLocked(kp, h)
 			p.mu.Unlock()
 			return
 		}
@@ -453,6 +558,7 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 			p.mu.Lock()
 			kp.dialing--
 			h.dialing--
+			p.dialEndedLocked(kp, h)
 			p.mu.Unlock()
 			return
 		}
@@ -464,6 +570,7 @@ func (p *Pool) addConnLocked(kp *keyPool, h *hostState, client *ssh.Client) *con
 	c := &conn{kp: kp, client: client, slots: slotsFor(kp.target.MaxSessions), lastUsed: time.Now()}
 	kp.conns = append(kp.conns, c)
 	h.conns++
+	p.shareLocked(h, kp.key.owner()).conns++
 	p.wg.Add(2)
 	go p.watch(c)
 	go p.keepalive(c)
@@ -574,6 +681,10 @@ func (p *Pool) killLocked(c *conn) {
 	}
 	if h := p.hosts[kp.target.Addr]; h != nil {
 		h.conns--
+		if sh := h.owners[kp.key.owner()]; sh != nil {
+			sh.conns--
+			h.tidyShareLocked(kp.key.owner())
+		}
 	}
 	go c.client.Close() // Close may block on a dead TCP peer; Wait in watch reaps it
 	p.checkDrainedLocked()

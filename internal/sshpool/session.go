@@ -294,6 +294,13 @@ func (p *Pool) Check(ctx context.Context, t Target) error {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
+	// The owner's dial slot, then the host's: checks with a failing credential hold at most the
+	// owner's share of the host's dial slots.
+	release, err := p.ownerDialSlot(ctx, h, t.Key.owner())
+	if err != nil {
+		return fmt.Errorf("%w: waiting for a dial slot for %s: %w", ErrUnavailable, t.Addr, err)
+	}
+	defer release()
 	select {
 	case h.dialSem <- struct{}{}:
 	case <-ctx.Done():
@@ -314,7 +321,10 @@ func (p *Pool) Check(ctx context.Context, t Target) error {
 		return err
 	}
 	kp.authErr = nil
-	if p.closing || len(kp.conns)+kp.dialing >= p.cfg.MaxConnsPerKey || h.conns+h.dialing >= p.cfg.MaxConnsPerHost {
+	sh := p.shareLocked(h, t.Key.owner())
+	if p.closing || len(kp.conns)+kp.dialing >= p.cfg.MaxConnsPerKey || h.conns+h.dialing >= p.cfg.MaxConnsPerHost ||
+		sh.conns+sh.dialing >= p.cfg.MaxConnsPerOwnerHost {
+		h.tidyShareLocked(t.Key.owner())
 		go client.Close()
 		return nil
 	}
