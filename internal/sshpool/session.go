@@ -61,6 +61,18 @@ func (l *SFTPLease) Close() error {
 	return err
 }
 
+// Abort ends the lease by closing the SSH connection under it, for a channel stuck behind a
+// peer that sends too slowly (an orderly close would wait until the peer's queued data drained).
+// Other channels on that connection fail too; the pool dials a new one when needed.
+func (l *SFTPLease) Abort() {
+	l.p.mu.Lock()
+	l.p.killLocked(l.c)
+	l.p.serveWaitersLocked(l.c.kp)
+	l.p.mu.Unlock()
+	_ = l.c.client.Close() // unblocks the SFTP client's reads, so Close returns
+	_ = l.Close()
+}
+
 // DedicatedSFTP opens a new SFTP channel that only the caller uses, on a pooled connection.
 func (p *Pool) DedicatedSFTP(ctx context.Context, t Target) (*SFTPLease, error) {
 	ch, c, err := p.openChannel(ctx, t, func(c *ssh.Client) (any, error) { return sftp.NewClient(c, p.sftpOptions()...) })

@@ -55,6 +55,8 @@ type run struct {
 	sampleBytes                                      int64
 	startAt                                          time.Time
 	startBytes                                       int64
+	copying                                          atomic.Int64 // copyRange calls in progress
+	slow                                             slowWatch    // heartbeat's throughput window
 }
 
 // runTransfer runs (or resumes) transfer id until it finishes, fails, is canceled, or the engine
@@ -70,6 +72,11 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	if t.Status.Terminal() {
 		return nil
 	}
+	releaseOwner, free := e.takeOwnerSlot(t.Owner)
+	if !free {
+		return errOwnerBusy
+	}
+	defer releaseOwner()
 	now := time.Now()
 	ok, err := e.db.acquireLease(parent, id, e.instance, now, now.Add(e.cfg.LeaseTTL))
 	if err != nil {
@@ -111,7 +118,7 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	stopHB()
 	<-hbDone
 	r.closeStreams()
-	return r.conclude(parent, err)
+	return r.slowDone(r.conclude(parent, err))
 }
 
 // conclude records how the run ended.
@@ -142,6 +149,8 @@ func (r *run) conclude(parent context.Context, err error) error {
 			return err
 		}
 		return errRequeue
+	case errors.Is(cause, errTooSlow):
+		return r.concludeSlow(ctx, cause, now, fail)
 	case errors.Is(cause, errDeadline):
 		msg := "deadline exceeded"
 		if le := r.lastError(); le != nil {
@@ -222,6 +231,7 @@ func (r *run) heartbeat(ctx context.Context) {
 		case <-tick.C:
 		}
 		r.sampleRate()
+		r.checkRate(time.Now())
 		st, held, err := r.e.db.heartbeat(ctx, r.t.ID, r.e.instance, time.Now().Add(r.e.cfg.LeaseTTL), r.progress())
 		switch {
 		case err != nil:
@@ -1067,6 +1077,8 @@ func (r *run) copyRange(ctx context.Context, sf io.ReaderAt, df io.WriterAt, off
 	if n == 0 {
 		return nil
 	}
+	r.copying.Add(1)
+	defer r.copying.Add(-1)
 	var next atomic.Int64
 	var failed atomic.Bool
 	var first error
