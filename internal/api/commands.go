@@ -49,6 +49,11 @@ func wantsNDJSON(r *http.Request) bool {
 // by path parameter param ("id" on /v1, "name" on the study's route).
 func (s *Server) runCommandOn(param string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		release, err := s.limits.commands.acquire(principal(r).User)
+		if err != nil {
+			return err
+		}
+		defer release()
 		var body commandRequest
 		if err := decodeJSON(r, &body); err != nil {
 			return err
@@ -119,6 +124,11 @@ type multiResult struct {
 // runMany runs one command on many systems at once (parallel-ssh's job), one result per system
 // in the order given.
 func (s *Server) runMany(w http.ResponseWriter, r *http.Request) error {
+	release, err := s.limits.commands.acquire(principal(r).User)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var body multiCommandRequest
 	if err := decodeJSON(r, &body); err != nil {
 		return err

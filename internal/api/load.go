@@ -60,6 +60,11 @@ func (s *Server) paperLoad(w http.ResponseWriter, r *http.Request) error {
 		return badField("rate", "rate × duration_s must schedule at least one command")
 	}
 	req.Timeout = loadTimeout
+	release, err := s.limits.loads.acquire(principal(r).User)
+	if err != nil {
+		return err
+	}
+	defer release()
 	select {
 	case s.loads <- struct{}{}:
 		defer func() { <-s.loads }()

@@ -27,6 +27,8 @@ type Config struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes" env:"MAX_BODY_BYTES"`
 	// MaxFanout caps how many systems one POST /v1/commands runs on at once (default 32).
 	MaxFanout int `yaml:"max_fanout" env:"MAX_FANOUT"`
+	// OwnerLimits are each user's shares (see limits.go).
+	OwnerLimits `yaml:",inline"`
 }
 
 // Pool is what the API needs from the SSH connection pool.
@@ -70,6 +72,8 @@ type Server struct {
 	targets sync.Map // targetKey -> sshpool.Target: parsed signers, so keys are decrypted once
 
 	loads chan struct{} // one token per POST /sshapi/v2/load allowed to run at once
+
+	limits *limits // per-owner shares
 }
 
 // New builds a Server.
@@ -90,6 +94,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Gatherer = d.Registry
 	}
 	s := &Server{cfg: cfg, deps: d, log: d.Log, loads: make(chan struct{}, maxConcurrentLoads)}
+	s.limits = newLimits(cfg.OwnerLimits)
 	s.reqDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sshapi_http_request_duration_seconds",
 		Help:    "HTTP request latency by route and status code.",
@@ -127,6 +132,9 @@ func (s *Server) target(ctx context.Context, owner, id string) (sshpool.Target, 
 	if err != nil {
 		return sshpool.Target{}, nil, err
 	}
+	// The pool gives each owner a share of the host.
+	t.Key.Owner = owner
+
 	s.targets.Range(func(k, _ any) bool { // drop stale versions of this system
 		if tk := k.(targetKey); tk.owner == owner && tk.system == id {
 			s.targets.Delete(k)
