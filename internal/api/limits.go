@@ -15,7 +15,8 @@ import (
 // Retry-After header; nothing waits. Zero fields take the defaults shown.
 type OwnerLimits struct {
 	// MaxCommandsPerOwner caps one user's command requests in progress (POST …/commands,
-	// POST /v1/commands, POST /sshapi/v2/{name}) (64).
+	// POST /v1/commands, POST /sshapi/v2/{name}) (512: the
+	// study drives 500 concurrent requests as one user).
 	MaxCommandsPerOwner int `yaml:"max_commands_per_owner" env:"MAX_COMMANDS_PER_OWNER"`
 	// MaxEventStreamsPerOwner caps one user's open GET /v1/transfers/{id}/events streams (16).
 	MaxEventStreamsPerOwner int `yaml:"max_event_streams_per_owner" env:"MAX_EVENT_STREAMS_PER_OWNER"`
@@ -34,7 +35,7 @@ func (l *OwnerLimits) setDefaults() {
 			*v = d
 		}
 	}
-	def(&l.MaxCommandsPerOwner, 64)
+	def(&l.MaxCommandsPerOwner, 512)
 	def(&l.MaxEventStreamsPerOwner, 16)
 	def(&l.MaxLoadsPerOwner, 1)
 	if l.CredentialChecksPerMinute <= 0 {
