@@ -89,6 +89,10 @@ type Config struct {
 	// (half of MaxDialsPerHost, rounded up: 2 of 3).
 	MaxConnsPerOwnerHost int `yaml:"max_conns_per_owner_host" env:"MAX_CONNS_PER_OWNER_HOST"`
 	MaxDialsPerOwnerHost int `yaml:"max_dials_per_owner_host" env:"MAX_DIALS_PER_OWNER_HOST"`
+	// AuthFailBackoffMax caps the pause an owner's next dial to a host waits after that owner's
+	// dials there failed authentication: 250ms after the first failure, doubling per further
+	// failure up to this (10s); a successful login resets it.
+	AuthFailBackoffMax time.Duration `yaml:"auth_fail_backoff_max" env:"AUTH_FAIL_BACKOFF_MAX"`
 }
 
 func (c *Config) setDefaults() {
@@ -117,6 +121,7 @@ func (c *Config) setDefaults() {
 	def(&c.MaxDialsPerOwnerHost, (c.MaxDialsPerHost+1)/2)
 	c.MaxConnsPerOwnerHost = min(c.MaxConnsPerOwnerHost, c.MaxConnsPerHost)
 	c.MaxDialsPerOwnerHost = min(c.MaxDialsPerOwnerHost, c.MaxDialsPerHost)
+	defd(&c.AuthFailBackoffMax, 10*time.Second)
 }
 
 // Errors callers can test for with errors.Is.
@@ -178,6 +183,26 @@ type ownerShare struct {
 	dialing int
 	dialSem chan struct{} // the owner's dial slots on the host, taken before the host's
 	refs    int           // holders of and waiters for dialSem
+	// authFails counts the owner's consecutive failed logins on the host; its next dial waits
+	// until authUntil.
+	authFails int
+	authUntil time.Time
+}
+
+// authFailBackoffBase is the pause after an owner's first failed login on a host.
+const authFailBackoffBase = 250 * time.Millisecond
+
+// noteAuthLocked records the outcome of one of owner's dials to h for the failed-login backoff.
+func (p *Pool) noteAuthLocked(h *hostState, owner string, err error) {
+	sh := p.shareLocked(h, owner)
+	switch {
+	case err == nil:
+		sh.authFails, sh.authUntil = 0, time.Time{}
+	case errors.Is(err, ErrAuth):
+		sh.authFails++
+		d := min(authFailBackoffBase<<min(sh.authFails-1, 16), p.cfg.AuthFailBackoffMax)
+		sh.authUntil = time.Now().Add(d)
+	}
 }
 
 // shareLocked returns owner's share of h, creating it.
@@ -195,7 +220,7 @@ func (p *Pool) shareLocked(h *hostState, owner string) *ownerShare {
 
 // tidyShareLocked drops owner's share of h once nothing counts against it.
 func (h *hostState) tidyShareLocked(owner string) {
-	if sh := h.owners[owner]; sh != nil && sh.conns <= 0 && sh.dialing <= 0 && sh.refs == 0 {
+	if sh := h.owners[owner]; sh != nil && sh.conns <= 0 && sh.dialing <= 0 && sh.refs == 0 && time.Now().After(sh.authUntil) {
 		delete(h.owners, owner)
 	}
 }
@@ -216,11 +241,26 @@ func (p *Pool) ownerDialSlot(ctx context.Context, h *hostState, owner string) (r
 	}
 	select {
 	case sh.dialSem <- struct{}{}:
-		return func() { <-sh.dialSem; unref() }, nil
 	case <-ctx.Done():
 		unref()
 		return nil, ctx.Err()
 	}
+	release = func() { <-sh.dialSem; unref() }
+	// After failed logins the owner's next dial waits (holding only the owner's own slot).
+	p.mu.Lock()
+	wait := time.Until(sh.authUntil)
+	p.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			release()
+			return nil, ctx.Err()
+		}
+	}
+	return release, nil
 }
 
 // dialEndedLocked uncounts a dial of kp's that ended (with or without a connection).
@@ -521,6 +561,7 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 		client, err := p.dialOnce(t, h)
 		release()
 		p.mu.Lock()
+		p.noteAuthLocked(h, kp.key.owner(), err)
 		if err == nil {
 			kp.dialing--
 			h.dialing--

@@ -295,6 +295,11 @@ func (p *Pool) borrowShared(t Target) (*SharedSFTP, <-chan struct{}) {
 // and host key work, and keeps it in the pool if there is room. A success clears the
 // authentication circuit breaker for t's key.
 func (p *Pool) Check(ctx context.Context, t Target) error {
+	if _, ok := ctx.Deadline(); !ok { // waits for dial slots end like an acquire's
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.AcquireTimeout)
+		defer cancel()
+	}
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
@@ -323,6 +328,7 @@ func (p *Pool) Check(ctx context.Context, t Target) error {
 	p.metrics.dials.WithLabelValues(dialResult(err)).Inc()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.noteAuthLocked(h, t.Key.owner(), err)
 	kp := p.keyPoolLocked(t)
 	if err != nil {
 		kp.lastErr = err

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sshapi/sshapi/internal/sshtest"
@@ -125,5 +126,57 @@ func TestFailingDialsHoldOnlyTheOwnersDialShare(t *testing.T) {
 	}
 	for unavailable.Load() == 0 { // checks waiting for bob's slots give up at their deadline
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFailedLoginsBackOffPerOwner: an owner whose logins keep failing on a host dials there at a
+// slowing pace (250ms, 500ms, 1s, … after each failure, at most MaxDialsPerOwnerHost at once),
+// whatever the number of concurrent checks; checks waiting out the pause end at their deadline;
+// another owner is not slowed.
+func TestFailedLoginsBackOffPerOwner(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	p, _ := newPool(t, Config{AuthFailBackoffMax: time.Second})
+	junk := ownedTarget(t, srv, "bob", "victim", newSigner(t))
+	failed := func() float64 { return testutil.ToFloat64(p.metrics.dials.WithLabelValues("auth_failed")) }
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var unavailable atomic.Int64
+	start := time.Now()
+	for range 10 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+				if err := p.Check(ctx, junk); errors.Is(err, ErrUnavailable) {
+					unavailable.Add(1)
+				}
+				cancel()
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for failed() < 1 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	a := ownedTarget(t, srv, "alice", "hpc", srv.Signer)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := p.Check(ctx, a); err != nil {
+		t.Fatalf("alice's check while bob's logins fail: %v", err)
+	}
+	for failed() < 6 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Bob dials at most two at a time (his dial share), so failures come in pairs; pauses of
+	// at least 500ms and 1s separate his first three pairs (without the backoff: ~100ms in all).
+	if el := time.Since(start); el < 1200*time.Millisecond {
+		t.Fatalf("bob's 10 check loops made 6 failed logins in %v; the backoff should space them over at least 1.5s", el)
+	}
+	if unavailable.Load() == 0 {
+		t.Fatal("no check gave up at its deadline while waiting out the backoff")
 	}
 }
