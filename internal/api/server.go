@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,6 +120,9 @@ func (s *Server) target(ctx context.Context, owner, id string) (sshpool.Target, 
 	if err != nil {
 		return sshpool.Target{}, nil, err
 	}
+	if err := storedCertUsable(cred.Certificate, time.Now()); err != nil {
+		return sshpool.Target{}, nil, err
+	}
 	key := targetKey{owner: owner, system: id, generation: cred.Generation, updated: sys.UpdatedAt}
 	if t, ok := s.targets.Load(key); ok {
 		return t.(sshpool.Target), sys, nil
@@ -149,42 +153,47 @@ func (s *Server) buildTarget(sys *store.System, cred *store.Credential) (sshpool
 		return sshpool.Target{}, fmt.Errorf("stored credential for %s: %w", sys.ID, err)
 	}
 	owner, id := sys.Owner, sys.ID
-	cb, err := sshpool.HostKeyPolicy{
+	policy := sshpool.HostKeyPolicy{
 		Keys:            sys.HostKeys,
 		Fingerprints:    sys.HostKeyFingerprints,
+		Host:            sys.Host,
+		Port:            sys.Port,
 		TrustOnFirstUse: sys.TrustOnFirstUse,
 		Learn:           func(k ssh.PublicKey) error { return s.learnHostKey(owner, id, k) },
-	}.Callback()
-	if err != nil {
+	}
+	cfg := &ssh.ClientConfig{User: cred.Username, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}}
+	if err := policy.Apply(cfg); err != nil {
 		return sshpool.Target{}, errStatus(http.StatusConflict, "system %q: %v", sys.ID, err)
 	}
 	return sshpool.Target{
 		Key:         sshpool.Key{System: poolSystem(sys.Owner, sys.ID), User: cred.Username, Credential: cred.PublicKeyFingerprint + "#" + strconv.FormatInt(cred.Generation, 10)},
 		Addr:        net.JoinHostPort(sys.Host, strconv.Itoa(sys.Port)),
-		Config:      &ssh.ClientConfig{User: cred.Username, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: cb},
+		Config:      cfg,
 		MaxSessions: sys.MaxSessions,
 	}, nil
 }
 
-// learnHostKey pins a key accepted on first use, so later connections verify it strictly.
+// learnHostKey pins a key presented under trust on first use with a compare-and-set, so two
+// first connections can never pin two keys, and a connection that raced with the pin (a dial
+// already in flight, a re-dial with an older target) is checked against the key that won.
 func (s *Server) learnHostKey(owner, id string, k ssh.PublicKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sys, err := s.deps.Store.GetSystem(ctx, owner, id)
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))
+	sys, pinned, err := s.deps.Store.PinHostKey(ctx, owner, id, line)
 	if err != nil {
-		return fmt.Errorf("load system: %w", err)
-	}
-	if len(sys.HostKeys) > 0 || len(sys.HostKeyFingerprints) > 0 {
-		return nil // another connection pinned it first; its check already ran
-	}
-	line := string(ssh.MarshalAuthorizedKey(k))
-	sys.HostKeys = []string{line[:len(line)-1]}
-	sys.TrustOnFirstUse = false
-	if err := s.deps.Store.UpdateSystem(ctx, sys); err != nil {
 		return fmt.Errorf("pin host key: %w", err)
 	}
-	s.log.Info("host key pinned on first use", "owner", owner, "system", id, "fingerprint", ssh.FingerprintSHA256(k))
-	return nil
+	if pinned {
+		s.log.Info("host key pinned on first use", "owner", owner, "system", id, "fingerprint", ssh.FingerprintSHA256(k))
+		return nil
+	}
+	// Someone pinned (or registered) keys first: this key must be one of them.
+	cb, err := sshpool.HostKeyPolicy{Keys: sys.HostKeys, Fingerprints: sys.HostKeyFingerprints, Host: sys.Host, Port: sys.Port}.Callback()
+	if err != nil {
+		return fmt.Errorf("check against the pinned key: %w", err)
+	}
+	return cb(sys.Host, nil, k)
 }
 
 func credentialAAD(owner, system, username string) []byte {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"regexp"
 	"strings"
@@ -84,9 +85,11 @@ func validateSystem(s *store.System) error {
 	if s.MaxSessions < 1 || s.MaxSessions > 1000 {
 		return badField("max_sessions", "must be between 1 and 1000 (the server's MaxSessions)")
 	}
-	if err := sshpool.ParseHostKeys(s.HostKeys); err != nil {
+	keys, err := sshpool.NormalizeHostKeys(s.HostKeys)
+	if err != nil {
 		return badField("host_keys", "%v", err)
 	}
+	s.HostKeys = keys
 	for i, f := range s.HostKeyFingerprints {
 		if !fingerprintPattern.MatchString(f) {
 			return badField("host_key_fingerprints", "entry %d is not a SHA256 fingerprint like SHA256:<43 base64 characters> (ssh-keygen -lf)", i)
@@ -165,9 +168,31 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	sys, err := s.deps.Store.GetSystem(r.Context(), principal(r).User, r.PathValue("id"))
+	// Read-modify-write with a conditional update: a concurrent change (another PATCH, a host
+	// key pinned on first use) is never lost; the patch is re-applied to the fresh row.
+	var sys *store.System
+	var err error
+	for attempt := 0; ; attempt++ {
+		sys, err = s.applyPatch(r, req)
+		if !errors.Is(err, store.ErrConflict) || attempt == 4 {
+			break
+		}
+	}
 	if err != nil {
 		return err
+	}
+	s.deps.Pool.Forget(poolSystem(sys.Owner, sys.ID))
+	s.audit(r, "system.update", sys.ID, "")
+	writeJSON(w, http.StatusOK, toSystemJSON(sys))
+	return nil
+}
+
+// applyPatch applies req to the stored system and saves it if nobody changed it meanwhile
+// (store.ErrConflict otherwise).
+func (s *Server) applyPatch(r *http.Request, req patchSystemRequest) (*store.System, error) {
+	sys, err := s.deps.Store.GetSystem(r.Context(), principal(r).User, r.PathValue("id"))
+	if err != nil {
+		return nil, err
 	}
 	set := func(dst *string, v *string) {
 		if v != nil {
@@ -193,15 +218,12 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		sys.MaxSessions = *req.MaxSessions
 	}
 	if err := validateSystem(sys); err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.deps.Store.UpdateSystem(r.Context(), sys); err != nil {
-		return err
+		return nil, err
 	}
-	s.deps.Pool.Forget(poolSystem(sys.Owner, sys.ID))
-	s.audit(r, "system.update", sys.ID, "")
-	writeJSON(w, http.StatusOK, toSystemJSON(sys))
-	return nil
+	return sys, nil
 }
 
 func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {

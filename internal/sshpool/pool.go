@@ -486,10 +486,34 @@ func (p *Pool) dialOnce(t Target, h *hostState) (*ssh.Client, error) {
 }
 
 // Dial opens one authenticated SSH connection to t outside any pool, classifying failures as
-// ErrAuth, ErrHostKey or a transient error. The whole exchange is bounded by timeout.
+// ErrAuth, ErrHostKey or a transient error. The whole exchange is bounded by timeout. When only
+// fingerprints were registered and the server presented a key of another type, Dial tries again
+// offering the server's other key types (nothing is sent before the host key is accepted).
 func Dial(ctx context.Context, t Target, timeout time.Duration) (*ssh.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	cfg := *t.Config
+	var tried []error
+	for {
+		t.Config = &cfg
+		client, err := dialOnce(ctx, t)
+		var hk *HostKeyError
+		if err == nil || !errors.As(err, &hk) || !hk.TryOtherAlgorithms {
+			if err != nil && len(tried) > 0 {
+				err = fmt.Errorf("%w (also presented: %w)", err, errors.Join(tried...))
+			}
+			return client, err
+		}
+		tried = append(tried, hk)
+		cfg.HostKeyAlgorithms = withoutKeyType(cfg.HostKeyAlgorithms, hk.KeyType)
+		if len(cfg.HostKeyAlgorithms) == 0 {
+			return nil, err
+		}
+	}
+}
+
+// dialOnce is one TCP connection and SSH handshake of Dial.
+func dialOnce(ctx context.Context, t Target) (*ssh.Client, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", t.Addr)
 	if err != nil {

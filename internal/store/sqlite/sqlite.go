@@ -213,17 +213,50 @@ func (d *DB) UpdateSystem(ctx context.Context, s *store.System) error {
 	err = d.db.QueryRowContext(ctx, `UPDATE systems SET host = ?, port = ?, host_keys = ?,
 		host_key_fingerprints = ?, trust_on_first_use = ?, max_sessions = ?, root_dir = ?,
 		description = ?, updated_at = ?
-		WHERE owner = ? AND id = ? RETURNING created_at`,
+		WHERE owner = ? AND id = ? AND (? = 0 OR updated_at = ?) RETURNING created_at`,
 		s.Host, s.Port, keys, fps, s.TrustOnFirstUse, s.MaxSessions, s.RootDir,
-		s.Description, t.UnixMicro(), s.Owner, s.ID).Scan(&created)
+		s.Description, t.UnixMicro(), s.Owner, s.ID, unixMicroOrZero(s.UpdatedAt), unixMicroOrZero(s.UpdatedAt)).Scan(&created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("system %q: %w", s.ID, store.ErrNotFound)
+		if _, gerr := d.GetSystem(ctx, s.Owner, s.ID); gerr != nil {
+			return gerr
+		}
+		return fmt.Errorf("system %q changed concurrently: %w", s.ID, store.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlite: update system: %w", err)
 	}
 	s.CreatedAt, s.UpdatedAt = fromMicros(created), t
 	return nil
+}
+
+func unixMicroOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// PinHostKey implements store.Store.
+func (d *DB) PinHostKey(ctx context.Context, owner, id, key string) (*store.System, bool, error) {
+	keys, err := json.Marshal([]string{key})
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: encode host key: %w", err)
+	}
+	res, err := d.db.ExecContext(ctx, `UPDATE systems SET host_keys = ?, trust_on_first_use = 0, updated_at = ?
+		WHERE owner = ? AND id = ? AND host_keys = '[]' AND host_key_fingerprints = '[]'`,
+		string(keys), now().UnixMicro(), owner, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: pin host key: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: pin host key: %w", err)
+	}
+	sys, err := d.GetSystem(ctx, owner, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return sys, n == 1, nil
 }
 
 // DeleteSystem implements store.Store. The credential goes with it through
