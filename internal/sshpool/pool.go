@@ -149,6 +149,9 @@ var (
 	ErrClosed = errors.New("ssh pool closed")
 	// ErrConnLost means the connection carrying an operation died while it ran.
 	ErrConnLost = errors.New("ssh connection lost")
+	// ErrNegotiation means client and server share no cipher, key exchange or host key
+	// algorithm (e.g. a system's ciphers list the server does not offer). Retrying cannot help.
+	ErrNegotiation = errors.New("ssh algorithm negotiation failed")
 )
 
 // Pool lends channels on pooled SSH connections. Create it with New, call Start, and Stop it to
@@ -637,7 +640,7 @@ func handshake(ctx context.Context, nc net.Conn, t Target, abort func()) (*ssh.C
 // network policy forbids the address, or the jump host refuses to forward.
 func isPermanentDialErr(err error) bool {
 	var oce *ssh.OpenChannelError
-	return errors.Is(err, ErrAuth) || errors.Is(err, ErrHostKey) || errors.Is(err, netpolicy.ErrDenied) ||
+	return errors.Is(err, ErrAuth) || errors.Is(err, ErrHostKey) || errors.Is(err, netpolicy.ErrDenied) || errors.Is(err, ErrNegotiation) ||
 		(errors.As(err, &oce) && oce.Reason == ssh.Prohibited)
 }
 
@@ -648,6 +651,8 @@ func classifyDialErr(t Target, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrHostKey, t.Addr, err)
 	case strings.Contains(err.Error(), "unable to authenticate"):
 		return fmt.Errorf("%w for %s at %s: %w", ErrAuth, t.Config.User, t.Addr, err)
+	case strings.Contains(err.Error(), "no common algorithm"):
+		return fmt.Errorf("%w with %s: %w", ErrNegotiation, t.Addr, err)
 	}
 	return fmt.Errorf("ssh handshake with %s: %w", t.Addr, err)
 }
