@@ -15,6 +15,7 @@ import (
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store"
 )
@@ -208,6 +209,12 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return Problem{Status: http.StatusConflict, Detail: "already exists: " + err.Error()}
 	case errors.Is(err, store.ErrInvalid):
 		return Problem{Status: http.StatusBadRequest, Detail: err.Error()}
+	case errors.Is(err, sshpool.ErrNegotiation):
+		return Problem{Status: http.StatusBadGateway, Title: "SSH algorithm negotiation failed", Detail: err.Error() + " (check the system's ciphers and kex)"}
+	case errors.Is(err, netpolicy.ErrDenied):
+		return Problem{Status: http.StatusBadGateway, Title: "Network policy refuses the system's address", Detail: err.Error()}
+	case errors.As(err, new(*sshpool.JumpError)) && errors.Is(err, sshpool.ErrAuth):
+		return Problem{Status: http.StatusBadGateway, Title: "SSH authentication failed at the jump host", Detail: "the jump host rejected its system's stored credential; PUT a new one to that system's /credential: " + err.Error()}
 	case errors.Is(err, sshpool.ErrAuth):
 		return Problem{Status: http.StatusBadGateway, Title: "SSH authentication failed", Detail: "the system rejected the stored credential; PUT a new one to /v1/systems/{id}/credential (no further attempts are made with this one): " + err.Error()}
 	case errors.Is(err, sshpool.ErrHostKey):

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store"
@@ -58,6 +59,9 @@ type Deps struct {
 	Version  string
 	// Transfers runs /v1/transfers; nil answers those routes with 503.
 	Transfers Transfers
+	// Network refuses system hosts the operator's network policy denies (nil: none); the pool
+	// enforces the same policy when it dials.
+	Network *netpolicy.Policy
 }
 
 // Server serves the HTTP API.
@@ -109,6 +113,36 @@ type targetKey struct {
 // target loads the caller's system and credential and returns how to reach it. Unknown or
 // foreign systems are 404; a system without the caller's credential is 409.
 func (s *Server) target(ctx context.Context, owner, id string) (sshpool.Target, *store.System, error) {
+	return s.targetHop(ctx, owner, id, 0)
+}
+
+// targetHop is target for the hop-th system of a jump chain: a system with a jump host gets the
+// jump's target (its own credential and host key policy) attached.
+func (s *Server) targetHop(ctx context.Context, owner, id string, hop int) (sshpool.Target, *store.System, error) {
+	t, sys, err := s.ownTarget(ctx, owner, id)
+	if err != nil || sys.Jump == "" {
+		return t, sys, err
+	}
+	if hop >= maxJumpHops {
+		return sshpool.Target{}, nil, errStatus(http.StatusConflict, "system %q: its jump hosts form a chain longer than %d or a loop", id, maxJumpHops)
+	}
+	jt, _, err := s.targetHop(ctx, owner, sys.Jump, hop+1)
+	if errors.Is(err, store.ErrNotFound) {
+		return sshpool.Target{}, nil, errStatus(http.StatusConflict, "system %q: its jump host %q no longer exists", id, sys.Jump)
+	}
+	var he *httpError
+	if errors.As(err, &he) && he.status == http.StatusConflict {
+		return sshpool.Target{}, nil, errStatus(http.StatusConflict, "system %q: jump host: %s", id, he.detail)
+	}
+	if err != nil {
+		return sshpool.Target{}, nil, err
+	}
+	t.Jump = &jt
+	return t, sys, nil
+}
+
+// ownTarget is the system's own hop, cached by its and its credential's versions.
+func (s *Server) ownTarget(ctx context.Context, owner, id string) (sshpool.Target, *store.System, error) {
 	sys, err := s.deps.Store.GetSystem(ctx, owner, id)
 	if err != nil {
 		return sshpool.Target{}, nil, err
@@ -165,6 +199,7 @@ func (s *Server) buildTarget(sys *store.System, cred *store.Credential) (sshpool
 	if err := policy.Apply(cfg); err != nil {
 		return sshpool.Target{}, errStatus(http.StatusConflict, "system %q: %v", sys.ID, err)
 	}
+	cfg.Ciphers, cfg.KeyExchanges = sys.Ciphers, sys.KeyExchanges // empty: x/crypto's defaults
 	return sshpool.Target{
 		Key:         sshpool.Key{System: poolSystem(sys.Owner, sys.ID), User: cred.Username, Credential: cred.PublicKeyFingerprint + "#" + strconv.FormatInt(cred.Generation, 10)},
 		Addr:        net.JoinHostPort(sys.Host, strconv.Itoa(sys.Port)),

@@ -25,13 +25,16 @@ type systemFields struct {
 	MaxSessions         int      `json:"max_sessions"`
 	RootDir             string   `json:"root_dir,omitempty"`
 	Description         string   `json:"description"`
+	Jump                string   `json:"jump,omitempty"`
+	Ciphers             []string `json:"ciphers,omitempty"`
+	KeyExchanges        []string `json:"kex,omitempty"`
 }
 
 // system turns the fields into the owner's store.System.
 func (f systemFields) system(owner string) *store.System {
 	return &store.System{Owner: owner, ID: f.ID, Host: f.Host, Port: f.Port, HostKeys: f.HostKeys,
 		HostKeyFingerprints: f.HostKeyFingerprints, TrustOnFirstUse: f.TrustOnFirstUse, MaxSessions: f.MaxSessions,
-		RootDir: f.RootDir, Description: f.Description}
+		RootDir: f.RootDir, Description: f.Description, Jump: f.Jump, Ciphers: f.Ciphers, KeyExchanges: f.KeyExchanges}
 }
 
 // systemJSON is a system as the API shows it.
@@ -45,7 +48,8 @@ type systemJSON struct {
 func toSystemJSON(s *store.System) systemJSON {
 	j := systemJSON{systemFields: systemFields{ID: s.ID, Host: s.Host, Port: s.Port, HostKeys: s.HostKeys,
 		HostKeyFingerprints: s.HostKeyFingerprints, TrustOnFirstUse: s.TrustOnFirstUse, MaxSessions: s.MaxSessions,
-		RootDir: s.RootDir, Description: s.Description}, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		RootDir: s.RootDir, Description: s.Description, Jump: s.Jump, Ciphers: s.Ciphers, KeyExchanges: s.KeyExchanges},
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	if j.HostKeys == nil {
 		j.HostKeys = []string{}
 	}
@@ -104,7 +108,16 @@ func validateSystem(s *store.System) error {
 	if len(s.Description) > 1000 {
 		return badField("description", "must be at most 1000 characters")
 	}
-	return nil
+	if s.Jump != "" && !idPattern.MatchString(s.Jump) {
+		return badField("jump", "must be the id of another of your systems")
+	}
+	if s.Jump == s.ID {
+		return badField("jump", "a system cannot be its own jump host")
+	}
+	if err := checkAlgorithms("ciphers", s.Ciphers, cipherNames); err != nil {
+		return err
+	}
+	return checkAlgorithms("kex", s.KeyExchanges, kexNames)
 }
 
 func (s *Server) createSystem(w http.ResponseWriter, r *http.Request) error {
@@ -114,6 +127,9 @@ func (s *Server) createSystem(w http.ResponseWriter, r *http.Request) error {
 	}
 	sys := req.system(principal(r).User)
 	if err := validateSystem(sys); err != nil {
+		return err
+	}
+	if err := s.checkRoute(r.Context(), sys); err != nil {
 		return err
 	}
 	if err := s.deps.Store.CreateSystem(r.Context(), sys); err != nil {
@@ -161,6 +177,9 @@ type patchSystemRequest struct {
 	MaxSessions         *int      `json:"max_sessions"`
 	RootDir             *string   `json:"root_dir"`
 	Description         *string   `json:"description"`
+	Jump                *string   `json:"jump"`
+	Ciphers             *[]string `json:"ciphers"`
+	KeyExchanges        *[]string `json:"kex"`
 }
 
 func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
@@ -202,6 +221,13 @@ func (s *Server) applyPatch(r *http.Request, req patchSystemRequest) (*store.Sys
 	set(&sys.Host, req.Host)
 	set(&sys.RootDir, req.RootDir)
 	set(&sys.Description, req.Description)
+	set(&sys.Jump, req.Jump)
+	if req.Ciphers != nil {
+		sys.Ciphers = *req.Ciphers
+	}
+	if req.KeyExchanges != nil {
+		sys.KeyExchanges = *req.KeyExchanges
+	}
 	if req.Port != nil {
 		sys.Port = *req.Port
 	}
@@ -220,6 +246,9 @@ func (s *Server) applyPatch(r *http.Request, req patchSystemRequest) (*store.Sys
 	if err := validateSystem(sys); err != nil {
 		return nil, err
 	}
+	if err := s.checkRoute(r.Context(), sys); err != nil {
+		return nil, err
+	}
 	if err := s.deps.Store.UpdateSystem(r.Context(), sys); err != nil {
 		return nil, err
 	}
@@ -229,6 +258,9 @@ func (s *Server) applyPatch(r *http.Request, req patchSystemRequest) (*store.Sys
 func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
 	id := r.PathValue("id")
+	if err := s.checkNotJumpOfOthers(r.Context(), p.User, id); err != nil {
+		return err
+	}
 	if err := s.deps.Store.DeleteSystem(r.Context(), p.User, id); err != nil {
 		return err
 	}

@@ -52,6 +52,12 @@ type System struct {
 	RootDir string
 	// Description is free text for people.
 	Description string
+	// Jump, if set, is the ID of another of the owner's systems through which
+	// connections to this one are made (OpenSSH's ProxyJump).
+	Jump string
+	// Ciphers and KeyExchanges restrict the SSH algorithms offered, in order
+	// of preference; empty means the client library's defaults.
+	Ciphers, KeyExchanges []string
 	// CreatedAt and UpdatedAt are set by the store.
 	CreatedAt, UpdatedAt time.Time
 }
