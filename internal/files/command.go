@@ -108,14 +108,14 @@ func (f *FS) Copy(ctx context.Context, src, dst string, opts CopyOptions) error 
 	if opts.Recursive {
 		argv = append(argv, "-R")
 	}
-	lexRoot, _, err := f.rootDir(ctx)
+	rt, err := f.confinement(ctx)
 	if err != nil {
 		return err
 	}
 	switch {
 	case !opts.Dereference:
 		argv = append(argv, "-P")
-	case lexRoot != "":
+	case rt.Confined():
 		argv = append(argv, "-H")
 	default:
 		argv = append(argv, "-L")
