@@ -23,6 +23,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 )
 
 // ErrOutside reports a path that leaves the root directory.
@@ -35,6 +36,9 @@ var ErrInvalid = errors.New("invalid path")
 // the kernel's ELOOP limit.
 const maxLinks = 40
 
+// maxCachedDirs bounds the directories a Root remembers; the memory is forgotten when full.
+const maxCachedDirs = 4096
+
 // Client is the part of an SFTP client (*sftp.Client) a Root needs.
 type Client interface {
 	RealPath(p string) (string, error)
@@ -44,11 +48,16 @@ type Client interface {
 
 // Root confines paths to one directory tree on one system. The zero value is not usable; build
 // one with New. A Root holds no connection: every check is given the client to ask, so that one
-// Root serves a transfer whose connections come and go. It is safe for concurrent use.
+// Root serves a transfer whose connections come and go (all to the same system). It remembers
+// the canonical form of the directories it resolved, so a Root lives as long as one request or
+// one transfer run, not longer. It is safe for concurrent use.
 type Root struct {
 	home  string // absolute, clean
 	lex   string // the root as configured, absolute and clean; "" when unconfined
 	canon string // the server's canonical form of lex
+
+	mu   sync.Mutex
+	dirs map[string]string // canonical forms of directories already resolved
 }
 
 // New returns the Root for rootDir on the system c talks to. home is the remote user's home
@@ -59,7 +68,7 @@ func New(ctx context.Context, c Client, home, rootDir string) (*Root, error) {
 	if !strings.HasPrefix(home, "/") {
 		return nil, fmt.Errorf("home directory %q is not absolute", home)
 	}
-	r := &Root{home: path.Clean(home)}
+	r := &Root{home: path.Clean(home), dirs: map[string]string{}}
 	if rootDir == "" {
 		return r, nil
 	}
@@ -127,7 +136,7 @@ func (r *Root) Check(ctx context.Context, c Client, abs string, followFinal bool
 		return fmt.Errorf("%s: %w", abs, ErrOutside)
 	}
 	hops := 0
-	canon, err := canonical(ctx, c, abs, followFinal || abs == r.lex, &hops)
+	canon, err := r.canonical(ctx, c, abs, followFinal || abs == r.lex, &hops)
 	if err != nil {
 		return err
 	}
@@ -137,20 +146,15 @@ func (r *Root) Check(ctx context.Context, c Client, abs string, followFinal bool
 	return nil
 }
 
-// Canonical returns the server's view of abs with every symlink followed (the last one only with
-// followFinal); names that do not exist are appended to their nearest existing ancestor's
+// canonical returns the server's view of abs with every symlink followed (the last one only
+// with followFinal); names that do not exist are appended to their nearest existing ancestor's
 // canonical form.
-func Canonical(ctx context.Context, c Client, abs string, followFinal bool) (string, error) {
-	hops := 0
-	return canonical(ctx, c, path.Clean(abs), followFinal, &hops)
-}
-
-func canonical(ctx context.Context, c Client, abs string, followFinal bool, hops *int) (string, error) {
+func (r *Root) canonical(ctx context.Context, c Client, abs string, followFinal bool, hops *int) (string, error) {
 	if abs == "/" {
 		return "/", nil
 	}
 	if !followFinal {
-		dir, err := canonical(ctx, c, path.Dir(abs), true, hops)
+		dir, err := r.canonDir(ctx, c, path.Dir(abs), hops)
 		if err != nil {
 			return "", err
 		}
@@ -170,20 +174,42 @@ func canonical(ctx context.Context, c Client, abs string, followFinal bool, hops
 	fi, lerr := c.Lstat(abs)
 	switch {
 	case lerr == nil && fi.Mode()&fs.ModeSymlink != 0:
-		return follow(ctx, c, abs, hops)
+		return r.follow(ctx, c, abs, hops)
 	case lerr != nil && !errors.Is(lerr, fs.ErrNotExist):
 		return "", fmt.Errorf("lstat %s: %w", abs, lerr)
 	}
-	dir, err := canonical(ctx, c, path.Dir(abs), true, hops)
+	dir, err := r.canonDir(ctx, c, path.Dir(abs), hops)
 	if err != nil {
 		return "", err
 	}
 	return path.Join(dir, path.Base(abs)), nil
 }
 
+// canonDir is canonical for a parent directory, remembered for the Root's lifetime: the items of
+// a transfer or an archive share few directories.
+func (r *Root) canonDir(ctx context.Context, c Client, dir string, hops *int) (string, error) {
+	r.mu.Lock()
+	v, ok := r.dirs[dir]
+	r.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := r.canonical(ctx, c, dir, true, hops)
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	if len(r.dirs) >= maxCachedDirs {
+		clear(r.dirs)
+	}
+	r.dirs[dir] = v
+	r.mu.Unlock()
+	return v, nil
+}
+
 // follow resolves the dangling symlink at abs one component of its target at a time, since a
 // ".." after a symlink in the target is not the lexical parent.
-func follow(ctx context.Context, c Client, abs string, hops *int) (string, error) {
+func (r *Root) follow(ctx context.Context, c Client, abs string, hops *int) (string, error) {
 	if *hops++; *hops > maxLinks {
 		return "", fmt.Errorf("resolve %s: too many levels of symbolic links: %w", abs, ErrInvalid)
 	}
@@ -193,7 +219,7 @@ func follow(ctx context.Context, c Client, abs string, hops *int) (string, error
 	}
 	cur := "/"
 	if !strings.HasPrefix(target, "/") {
-		if cur, err = canonical(ctx, c, path.Dir(abs), true, hops); err != nil {
+		if cur, err = r.canonDir(ctx, c, path.Dir(abs), hops); err != nil {
 			return "", err
 		}
 	}
@@ -203,7 +229,7 @@ func follow(ctx context.Context, c Client, abs string, hops *int) (string, error
 		case "..":
 			cur = path.Dir(cur) // cur is canonical: its lexical parent is its real parent
 		default:
-			if cur, err = canonical(ctx, c, path.Join(cur, comp), true, hops); err != nil {
+			if cur, err = r.canonical(ctx, c, path.Join(cur, comp), true, hops); err != nil {
 				return "", err
 			}
 		}
