@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
 
@@ -217,9 +216,9 @@ func (f *FS) Compress(ctx context.Context, sources []string, archive, format str
 		// -C is positional; --add-file takes the name as data even when it starts with "-".
 		argv = append(argv, "-C", path.Dir(abs), "--add-file="+path.Base(abs))
 	}
-	file, err := f.c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	file, err := f.createTemp(op, dst, tmp)
 	if err != nil {
-		return f.writeErr(op, dst, err)
+		return err
 	}
 	if err := file.Close(); err != nil {
 		_ = f.c.Remove(tmp)
@@ -228,6 +227,10 @@ func (f *FS) Compress(ctx context.Context, sources []string, archive, format str
 	if _, err := f.command(ctx, op, dst, argv...); err != nil {
 		_ = f.c.Remove(tmp) // best effort; the command's error is the one to report
 		return err
+	}
+	if err := f.c.Chmod(tmp, DefaultFileMode); err != nil {
+		_ = f.c.Remove(tmp)
+		return f.writeErr(op, dst, err)
 	}
 	if err := f.rename(op, tmp, dst, false); err != nil {
 		_ = f.c.Remove(tmp)
