@@ -239,37 +239,6 @@ func (f *FS) Compress(ctx context.Context, sources []string, archive, format str
 	return nil
 }
 
-// Extract unpacks archive (any format tar recognises) into the existing directory destination
-// with `tar` on the server. GNU tar strips leading "/" and skips ".." members, and defers
-// symlinks with absolute or ".." targets, so members land below destination.
-func (f *FS) Extract(ctx context.Context, archive, destination string) error {
-	const op = "extract"
-	src, err := f.resolve(ctx, op, archive, true)
-	if err != nil {
-		return err
-	}
-	dst, err := f.resolve(ctx, op, destination, true)
-	if err != nil {
-		return err
-	}
-	e, err := f.stat(ctx, op, src, true)
-	if err != nil {
-		return err
-	}
-	if e.Type == TypeDir {
-		return newErr(op, src, ErrIsDir, nil)
-	}
-	d, err := f.stat(ctx, op, dst, true)
-	if err != nil {
-		return err
-	}
-	if d.Type != TypeDir {
-		return newErr(op, dst, ErrNotDir, nil)
-	}
-	_, err = f.command(ctx, op, dst, "tar", "-x", "--no-same-owner", "-f", src, "-C", dst)
-	return err
-}
-
 // checksumTool returns the coreutils command for a Checksum algorithm and its digest size in
 // bytes.
 func checksumTool(algorithm string) (cmd string, size int, ok bool) {
