@@ -71,7 +71,7 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 		{"relative symlink out, then a file through it", []member{sym("l", "../../outside"), reg("l/through")}},
 		{"symlink inside, then a file through it", []member{{name: "sub/", kind: tar.TypeDir}, sym("l", "sub"), reg("l/through")}},
 		{"symlink through a symlink member", []member{sym("a", "."), sym("b", "a/../../outside")}},
-		{"absolute hard link", []member{hard("h", out + "/victim")}},
+		{"absolute hard link", []member{hard("h", out+"/victim")}},
 		{"hard link out", []member{hard("h", "../../outside/victim")}},
 		{"hard link to a symlink", []member{{name: "d/", kind: tar.TypeDir}, sym("d/l", "../x"), hard("h", "d/l")}},
 	}
