@@ -72,8 +72,8 @@ func TestTransferConfinesEveryItem(t *testing.T) {
 		mustWrite(t, filepath.Join(srcDir, p), content)
 	}
 	mustSymlink(t, filepath.Join(srcDir, "outside"), filepath.Join(tree, "esc")) // absolute, out
-	mustSymlink(t, "../../../outside/secret", filepath.Join(tree, "rel"))         // relative, out
-	mustSymlink(t, "ok/f3", filepath.Join(tree, "inner"))                         // inside
+	mustSymlink(t, "../../../outside/secret", filepath.Join(tree, "rel"))        // relative, out
+	mustSymlink(t, "ok/f3", filepath.Join(tree, "inner"))                        // inside
 	ownTree(t, a, srcDir)
 
 	dst := filepath.Join(dstRoot, "copy")
