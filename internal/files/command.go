@@ -119,7 +119,9 @@ func (f *FS) Copy(ctx context.Context, src, dst string, opts CopyOptions) error 
 	default:
 		argv = append(argv, "-L")
 	}
-	argv = append(argv, "-T", "--", from, to)
+	// --remove-destination: an existing file (or symlink) in the way is unlinked, never opened,
+	// so a symlink at the destination cannot lead the copy out of the root.
+	argv = append(argv, "--remove-destination", "-T", "--", from, to)
 	_, err = f.command(ctx, op, to, argv...)
 	return err
 }

@@ -113,3 +113,33 @@ func localIs(t testing.TB, p, content string) bool {
 	b, err := os.ReadFile(p)
 	return err == nil && string(b) == content
 }
+
+// TestCopyOverwriteDoesNotFollowLink: copying over a symlink that points out of the root replaces
+// the link; the file it pointed to is untouched.
+func TestCopyOverwriteDoesNotFollowLink(t *testing.T) {
+	e := newEnv(t)
+	root := filepath.Join(e.dir, "root")
+	writeLocal(t, e.dir, map[string]string{"root/src/g": "new", "outside/g": "original"})
+	if err := os.Symlink(filepath.Join(e.dir, "outside"), filepath.Join(root, "dst")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(root, "dst2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(e.dir, "outside", "g"), filepath.Join(root, "dst2", "g")); err != nil {
+		t.Fatal(err)
+	}
+	writeLocal(t, e.dir, map[string]string{})
+	f := e.fs(Options{RootDir: root})
+	ctx := context.Background()
+	if err := f.Copy(ctx, filepath.Join(root, "src/g"), filepath.Join(root, "dst2/g"), CopyOptions{Overwrite: true}); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Copy(ctx, filepath.Join(root, "src"), filepath.Join(root, "dst"), CopyOptions{Recursive: true, Overwrite: true})
+	if !localIs(t, filepath.Join(e.dir, "outside", "g"), "original") {
+		t.Error("the copy wrote through a symlink out of the root")
+	}
+	if !localIs(t, filepath.Join(root, "dst2", "g"), "new") {
+		t.Error("the link was not replaced by the copy")
+	}
+}
