@@ -163,6 +163,18 @@ func (r *Root) canonical(ctx context.Context, c Client, abs string, followFinal 
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
+	if dir, ok := r.cachedDir(path.Dir(abs)); ok {
+		// The parent is known: one lstat tells whether the name adds a symlink.
+		fi, err := c.Lstat(abs)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return path.Join(dir, path.Base(abs)), nil
+		case err != nil:
+			return "", fmt.Errorf("lstat %s: %w", abs, err)
+		case fi.Mode()&fs.ModeSymlink == 0:
+			return path.Join(dir, path.Base(abs)), nil
+		}
+	}
 	real, err := c.RealPath(abs)
 	if err == nil {
 		return path.Clean(real), nil
@@ -188,10 +200,7 @@ func (r *Root) canonical(ctx context.Context, c Client, abs string, followFinal 
 // canonDir is canonical for a parent directory, remembered for the Root's lifetime: the items of
 // a transfer or an archive share few directories.
 func (r *Root) canonDir(ctx context.Context, c Client, dir string, hops *int) (string, error) {
-	r.mu.Lock()
-	v, ok := r.dirs[dir]
-	r.mu.Unlock()
-	if ok {
+	if v, ok := r.cachedDir(dir); ok {
 		return v, nil
 	}
 	v, err := r.canonical(ctx, c, dir, true, hops)
@@ -205,6 +214,14 @@ func (r *Root) canonDir(ctx context.Context, c Client, dir string, hops *int) (s
 	r.dirs[dir] = v
 	r.mu.Unlock()
 	return v, nil
+}
+
+// cachedDir returns the remembered canonical form of dir.
+func (r *Root) cachedDir(dir string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.dirs[dir]
+	return v, ok
 }
 
 // follow resolves the dangling symlink at abs one component of its target at a time, since a

@@ -60,10 +60,6 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("chown: %v %s", err, out)
 	}
 	ctx := context.Background()
-	r, err := New(ctx, c, srv.Home, root)
-	if err != nil {
-		t.Fatal(err)
-	}
 	j := func(p string) string { return filepath.Join(root, p) }
 	cases := []struct {
 		p           string
@@ -91,18 +87,32 @@ func TestCheck(t *testing.T) {
 		{j("viaSelf"), true, ErrOutside},
 		{j("loop"), true, errAny},
 	}
-	for _, tc := range cases {
-		abs, err := r.Abs(tc.p)
-		if err == nil {
-			err = r.Check(ctx, c, abs, tc.followFinal)
-		}
-		switch {
-		case tc.want == nil && err != nil:
-			t.Errorf("%s (follow %v): refused: %v", tc.p, tc.followFinal, err)
-		case tc.want == errAny && err == nil:
-			t.Errorf("%s (follow %v): allowed", tc.p, tc.followFinal)
-		case tc.want != nil && tc.want != errAny && !errors.Is(err, tc.want):
-			t.Errorf("%s (follow %v): %v, want %v", tc.p, tc.followFinal, err, tc.want)
+	// Each case is judged by a fresh Root (realpath first) and by one that already knows every
+	// parent directory (lstat first).
+	warm, err := New(ctx, c, srv.Home, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pass, name := range []string{"cold", "warm", "warm again"} {
+		for _, tc := range cases {
+			rt := warm
+			if pass == 0 {
+				if rt, err = New(ctx, c, srv.Home, root); err != nil {
+					t.Fatal(err)
+				}
+			}
+			abs, err := rt.Abs(tc.p)
+			if err == nil {
+				err = rt.Check(ctx, c, abs, tc.followFinal)
+			}
+			switch {
+			case tc.want == nil && err != nil:
+				t.Errorf("%s: %s (follow %v): refused: %v", name, tc.p, tc.followFinal, err)
+			case tc.want == errAny && err == nil:
+				t.Errorf("%s: %s (follow %v): allowed", name, tc.p, tc.followFinal)
+			case tc.want != nil && tc.want != errAny && !errors.Is(err, tc.want):
+				t.Errorf("%s: %s (follow %v): %v, want %v", name, tc.p, tc.followFinal, err, tc.want)
+			}
 		}
 	}
 

@@ -18,6 +18,9 @@ import (
 // tempMode is the mode of a temporary file until it is renamed into place: owner-only.
 const tempMode os.FileMode = 0o600
 
+// checkConcurrency bounds the item checks in flight per run.
+const checkConcurrency = 64
+
 // ownerRWX is what a directory needs while the transfer writes into it.
 const ownerRWX = 0o700
 
@@ -79,7 +82,9 @@ func (r *run) checkItems(ctx context.Context, s *stream, items []*Item) ([]*Item
 		return items, nil
 	}
 	ok := make([]bool, len(items))
-	forEach(items, 16, func(i int, it *Item) {
+	// Checks are a stat or two each on the streams' SFTP channels, which pipeline requests:
+	// many at once hide the round trips.
+	forEach(items, checkConcurrency, func(i int, it *Item) {
 		sc, dc, err := s.clients(ctx)
 		if err == nil {
 			err = r.checkItem(ctx, sc, dc, it)
