@@ -1,12 +1,14 @@
 package api
 
 import (
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,16 +72,65 @@ func parseCredential(req putCredentialRequest) (plain []byte, pub ssh.PublicKey,
 	if err != nil {
 		return nil, nil, badField("private_key", "unsupported key type")
 	}
+	if k, ok := raw.(*rsa.PrivateKey); ok && k.N.BitLen() < minRSABits {
+		return nil, nil, badField("private_key", "RSA keys must have at least %d bits (this one has %d)", minRSABits, k.N.BitLen())
+	}
 	block, err := ssh.MarshalPrivateKey(raw, "")
 	if err != nil {
 		return nil, nil, badField("private_key", "cannot be re-encoded: unsupported key type")
 	}
 	if req.Certificate != "" {
-		if _, err := certSigner(signer, req.Certificate); err != nil {
+		cs, err := certSigner(signer, req.Certificate)
+		if err != nil {
 			return nil, nil, badField("certificate", "%v", err)
+		}
+		cert := cs.PublicKey().(*ssh.Certificate)
+		if err := certUsable(cert, time.Now()); err != nil {
+			return nil, nil, badField("certificate", "%v", err)
+		}
+		if len(cert.ValidPrincipals) > 0 && !slices.Contains(cert.ValidPrincipals, req.Username) {
+			return nil, nil, badField("certificate", "is valid for principals %v, not for username %q", cert.ValidPrincipals, req.Username)
 		}
 	}
 	return pem.EncodeToMemory(block), signer.PublicKey(), nil
+}
+
+// minRSABits is the smallest RSA user key accepted (OpenSSH refuses smaller ones too).
+const minRSABits = 2048
+
+// certUsable reports whether a user certificate is a user certificate valid at now.
+func certUsable(cert *ssh.Certificate, now time.Time) error {
+	if cert.CertType != ssh.UserCert {
+		return errors.New("is a host certificate, not a user certificate")
+	}
+	unix := uint64(now.Unix())
+	if cert.ValidBefore != ssh.CertTimeInfinity && unix >= cert.ValidBefore {
+		return fmt.Errorf("expired at %s", time.Unix(int64(cert.ValidBefore), 0).UTC().Format(time.RFC3339))
+	}
+	if unix < cert.ValidAfter {
+		return fmt.Errorf("is not valid before %s", time.Unix(int64(cert.ValidAfter), 0).UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// storedCertUsable checks a stored credential's certificate before it is used to dial, so an
+// expired one fails at once with a clear message instead of as an authentication failure.
+func storedCertUsable(line string, now time.Time) error {
+	if line == "" {
+		return nil
+	}
+	k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
+	if err != nil {
+		return fmt.Errorf("stored certificate: %w", err)
+	}
+	cert, ok := k.(*ssh.Certificate)
+	if !ok {
+		return errors.New("stored certificate is not a certificate")
+	}
+	if err := certUsable(cert, now); err != nil {
+		return &httpError{status: http.StatusBadGateway, detail: "the credential's SSH certificate " + err.Error() + ": PUT a new one to /v1/systems/{id}/credential"}
+	}
+	return nil
 }
 
 func certSigner(signer ssh.Signer, certLine string) (ssh.Signer, error) {

@@ -24,8 +24,8 @@ import (
 
 // File routes. In URLs the path after the operation is absolute ("ls/scratch/x" is /scratch/x);
 // "~" and "~/x" are the remote home and paths inside it, and an empty path is the home. In JSON
-// bodies a path is absolute or relative to the home, as in a shell. Repeated slashes are
-// normalised before routing.
+// bodies a path is absolute or relative to the home, as in a shell. Repeated slashes, dot
+// segments and encoded slashes in a URL's file path belong to the path (see normalizePath).
 
 // Listing limits.
 const (

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"path"
+	"net/url"
 	"strings"
 	"time"
 
@@ -15,6 +15,7 @@ import (
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store"
 )
@@ -85,31 +86,123 @@ func (s *Server) routes() []route {
 // Handler returns the API's HTTP handler.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	for _, rt := range s.routes() {
+	rts := s.routes()
+	for _, rt := range rts {
 		h := s.wrap(rt)
 		mux.Handle(rt.method+" "+rt.pattern, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, Problem{Status: http.StatusNotFound, Detail: "no such route: " + r.Method + " " + r.URL.Path + " (see /openapi.json)"})
 	})
-	return s.recoverer(normalizePath(mux))
+	return s.recoverer(normalizePath(wildcardPrefixes(rts), mux))
 }
 
-// normalizePath collapses repeated slashes and resolves "." and ".." segments before routing, so
-// that ServeMux does not answer with a redirect (which clients do not follow with a PUT body) and
-// file paths in URLs are normalised once.
-func normalizePath(next http.Handler) http.Handler {
+// normalizePath makes a request's path routable without a redirect (ServeMux answers a path
+// with empty, "." or ".." segments with a redirect, which clients do not follow with a PUT body)
+// while keeping file paths inside their route. It works on the escaped path, so an encoded slash
+// (%2F) or dot (%2E) is data, never a separator or a dot segment. Segments are resolved from the
+// left until they spell the prefix of a route with a {path...} wildcard ("/v1/systems/x/files/");
+// everything after that prefix, literal dot segments and repeated slashes included, is the file
+// path: it is handed to ServeMux as one escaped segment, so nothing in it can reach another
+// route, and the handler resolves it as a path (inside the system's root_dir, if any).
+func normalizePath(prefixes [][]string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
-		if strings.Contains(p, "//") || strings.Contains(p, "/.") {
-			clean := path.Clean(p)
-			if strings.HasSuffix(p, "/") && clean != "/" {
-				clean += "/"
-			}
-			r.URL.Path, r.URL.RawPath = clean, ""
+		if r.Method != http.MethodConnect {
+			rewritePath(r.URL, prefixes)
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// rewritePath applies normalizePath's rule to u.
+func rewritePath(u *url.URL, prefixes [][]string) {
+	escaped := u.EscapedPath()
+	if !strings.HasPrefix(escaped, "/") {
+		return
+	}
+	segs := strings.Split(escaped[1:], "/")
+	var stack []string // escaped, resolved segments
+	var rest *string   // escaped file path, once a wildcard prefix is complete
+	for i, seg := range segs {
+		switch seg {
+		case "", ".":
+		case "..":
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		default:
+			stack = append(stack, seg)
+		}
+		if i+1 < len(segs) && matchesPrefix(stack, prefixes) {
+			r := strings.Join(segs[i+1:], "/")
+			rest = &r
+			break
+		}
+	}
+	trailing := rest == nil && len(stack) > 0 && strings.HasSuffix(escaped, "/")
+	clean := "/" + strings.Join(stack, "/")
+	switch {
+	case rest != nil:
+		file, err := url.PathUnescape(*rest)
+		if err != nil {
+			return // the server has already refused malformed escapes
+		}
+		clean += "/" + url.PathEscape(file)
+	case trailing:
+		clean += "/"
+	}
+	if clean == escaped {
+		return
+	}
+	p, err := url.PathUnescape(clean)
+	if err != nil {
+		return
+	}
+	u.Path, u.RawPath = p, clean
+}
+
+// matchesPrefix reports whether the escaped segments spell one of the wildcard routes'
+// prefixes; an empty string in a prefix is a single-segment wildcard ({id}).
+func matchesPrefix(stack []string, prefixes [][]string) bool {
+	for _, pre := range prefixes {
+		if len(pre) != len(stack) {
+			continue
+		}
+		ok := true
+		for i, want := range pre {
+			got, err := url.PathUnescape(stack[i])
+			if err != nil || (want != "" && got != want) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// wildcardPrefixes returns the segments before "{path...}" of every route that has one, with ""
+// for each single-segment wildcard.
+func wildcardPrefixes(rts []route) [][]string {
+	var out [][]string
+	seen := map[string]bool{}
+	for _, rt := range rts {
+		pre, ok := strings.CutSuffix(rt.pattern, "/{path...}")
+		if !ok || seen[pre] {
+			continue
+		}
+		seen[pre] = true
+		segs := strings.Split(strings.TrimPrefix(pre, "/"), "/")
+		for i, s := range segs {
+			if strings.HasPrefix(s, "{") {
+				segs[i] = ""
+			}
+		}
+		out = append(out, segs)
+	}
+	return out
 }
 
 // wrap adds authentication, body limits, metrics and logging around one route.
@@ -126,6 +219,11 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+		}
+		if strings.HasSuffix(rt.pattern, "{path...}") && strings.ContainsRune(r.PathValue("path"), 0) {
+			writeProblem(sw, r, s.problemFor(r, badField("path", "must not contain NUL bytes")))
+			s.observe(rt, r, sw, start, principal(r).User)
+			return
 		}
 		if r.Body != nil && !s.streamsBody(rt) {
 			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
@@ -208,6 +306,12 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return Problem{Status: http.StatusConflict, Detail: "already exists: " + err.Error()}
 	case errors.Is(err, store.ErrInvalid):
 		return Problem{Status: http.StatusBadRequest, Detail: err.Error()}
+	case errors.Is(err, sshpool.ErrNegotiation):
+		return Problem{Status: http.StatusBadGateway, Title: "SSH algorithm negotiation failed", Detail: err.Error() + " (check the system's ciphers and kex)"}
+	case errors.Is(err, netpolicy.ErrDenied):
+		return Problem{Status: http.StatusBadGateway, Title: "Network policy refuses the system's address", Detail: err.Error()}
+	case errors.As(err, new(*sshpool.JumpError)) && errors.Is(err, sshpool.ErrAuth):
+		return Problem{Status: http.StatusBadGateway, Title: "SSH authentication failed at the jump host", Detail: "the jump host rejected its system's stored credential; PUT a new one to that system's /credential: " + err.Error()}
 	case errors.Is(err, sshpool.ErrAuth):
 		return Problem{Status: http.StatusBadGateway, Title: "SSH authentication failed", Detail: "the system rejected the stored credential; PUT a new one to /v1/systems/{id}/credential (no further attempts are made with this one): " + err.Error()}
 	case errors.Is(err, sshpool.ErrHostKey):

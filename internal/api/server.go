@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store"
@@ -59,6 +61,9 @@ type Deps struct {
 	Version  string
 	// Transfers runs /v1/transfers; nil answers those routes with 503.
 	Transfers Transfers
+	// Network refuses system hosts the operator's network policy denies (nil: none); the pool
+	// enforces the same policy when it dials.
+	Network *netpolicy.Policy
 }
 
 // Server serves the HTTP API.
@@ -113,6 +118,36 @@ type targetKey struct {
 // target loads the caller's system and credential and returns how to reach it. Unknown or
 // foreign systems are 404; a system without the caller's credential is 409.
 func (s *Server) target(ctx context.Context, owner, id string) (sshpool.Target, *store.System, error) {
+	return s.targetHop(ctx, owner, id, 0)
+}
+
+// targetHop is target for the hop-th system of a jump chain: a system with a jump host gets the
+// jump's target (its own credential and host key policy) attached.
+func (s *Server) targetHop(ctx context.Context, owner, id string, hop int) (sshpool.Target, *store.System, error) {
+	t, sys, err := s.ownTarget(ctx, owner, id)
+	if err != nil || sys.Jump == "" {
+		return t, sys, err
+	}
+	if hop >= maxJumpHops {
+		return sshpool.Target{}, nil, errStatus(http.StatusConflict, "system %q: its jump hosts form a chain longer than %d or a loop", id, maxJumpHops)
+	}
+	jt, _, err := s.targetHop(ctx, owner, sys.Jump, hop+1)
+	if errors.Is(err, store.ErrNotFound) {
+		return sshpool.Target{}, nil, errStatus(http.StatusConflict, "system %q: its jump host %q no longer exists", id, sys.Jump)
+	}
+	var he *httpError
+	if errors.As(err, &he) && he.status == http.StatusConflict {
+		return sshpool.Target{}, nil, errStatus(http.StatusConflict, "system %q: jump host: %s", id, he.detail)
+	}
+	if err != nil {
+		return sshpool.Target{}, nil, err
+	}
+	t.Jump = &jt
+	return t, sys, nil
+}
+
+// ownTarget is the system's own hop, cached by its and its credential's versions.
+func (s *Server) ownTarget(ctx context.Context, owner, id string) (sshpool.Target, *store.System, error) {
 	sys, err := s.deps.Store.GetSystem(ctx, owner, id)
 	if err != nil {
 		return sshpool.Target{}, nil, err
@@ -122,6 +157,9 @@ func (s *Server) target(ctx context.Context, owner, id string) (sshpool.Target, 
 		return sshpool.Target{}, nil, errStatus(http.StatusConflict, "system %q has no credential: PUT /v1/systems/%s/credential first", id, id)
 	}
 	if err != nil {
+		return sshpool.Target{}, nil, err
+	}
+	if err := storedCertUsable(cred.Certificate, time.Now()); err != nil {
 		return sshpool.Target{}, nil, err
 	}
 	key := targetKey{owner: owner, system: id, generation: cred.Generation, updated: sys.UpdatedAt}
@@ -157,42 +195,48 @@ func (s *Server) buildTarget(sys *store.System, cred *store.Credential) (sshpool
 		return sshpool.Target{}, fmt.Errorf("stored credential for %s: %w", sys.ID, err)
 	}
 	owner, id := sys.Owner, sys.ID
-	cb, err := sshpool.HostKeyPolicy{
+	policy := sshpool.HostKeyPolicy{
 		Keys:            sys.HostKeys,
 		Fingerprints:    sys.HostKeyFingerprints,
+		Host:            sys.Host,
+		Port:            sys.Port,
 		TrustOnFirstUse: sys.TrustOnFirstUse,
 		Learn:           func(k ssh.PublicKey) error { return s.learnHostKey(owner, id, k) },
-	}.Callback()
-	if err != nil {
+	}
+	cfg := &ssh.ClientConfig{User: cred.Username, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}}
+	if err := policy.Apply(cfg); err != nil {
 		return sshpool.Target{}, errStatus(http.StatusConflict, "system %q: %v", sys.ID, err)
 	}
+	cfg.Ciphers, cfg.KeyExchanges = sys.Ciphers, sys.KeyExchanges // empty: x/crypto's defaults
 	return sshpool.Target{
 		Key:         sshpool.Key{System: poolSystem(sys.Owner, sys.ID), User: cred.Username, Credential: cred.PublicKeyFingerprint + "#" + strconv.FormatInt(cred.Generation, 10)},
 		Addr:        net.JoinHostPort(sys.Host, strconv.Itoa(sys.Port)),
-		Config:      &ssh.ClientConfig{User: cred.Username, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: cb},
+		Config:      cfg,
 		MaxSessions: sys.MaxSessions,
 	}, nil
 }
 
-// learnHostKey pins a key accepted on first use, so later connections verify it strictly.
+// learnHostKey pins a key presented under trust on first use with a compare-and-set, so two
+// first connections can never pin two keys, and a connection that raced with the pin (a dial
+// already in flight, a re-dial with an older target) is checked against the key that won.
 func (s *Server) learnHostKey(owner, id string, k ssh.PublicKey) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sys, err := s.deps.Store.GetSystem(ctx, owner, id)
+	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k)))
+	sys, pinned, err := s.deps.Store.PinHostKey(ctx, owner, id, line)
 	if err != nil {
-		return fmt.Errorf("load system: %w", err)
-	}
-	if len(sys.HostKeys) > 0 || len(sys.HostKeyFingerprints) > 0 {
-		return nil // another connection pinned it first; its check already ran
-	}
-	line := string(ssh.MarshalAuthorizedKey(k))
-	sys.HostKeys = []string{line[:len(line)-1]}
-	sys.TrustOnFirstUse = false
-	if err := s.deps.Store.UpdateSystem(ctx, sys); err != nil {
 		return fmt.Errorf("pin host key: %w", err)
 	}
-	s.log.Info("host key pinned on first use", "owner", owner, "system", id, "fingerprint", ssh.FingerprintSHA256(k))
-	return nil
+	if pinned {
+		s.log.Info("host key pinned on first use", "owner", owner, "system", id, "fingerprint", ssh.FingerprintSHA256(k))
+		return nil
+	}
+	// Someone pinned (or registered) keys first: this key must be one of them.
+	cb, err := sshpool.HostKeyPolicy{Keys: sys.HostKeys, Fingerprints: sys.HostKeyFingerprints, Host: sys.Host, Port: sys.Port}.Callback()
+	if err != nil {
+		return fmt.Errorf("check against the pinned key: %w", err)
+	}
+	return cb(sys.Host, nil, k)
 }
 
 func credentialAAD(owner, system, username string) []byte {

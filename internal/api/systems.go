@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"regexp"
 	"strings"
@@ -24,13 +25,16 @@ type systemFields struct {
 	MaxSessions         int      `json:"max_sessions"`
 	RootDir             string   `json:"root_dir,omitempty"`
 	Description         string   `json:"description"`
+	Jump                string   `json:"jump,omitempty"`
+	Ciphers             []string `json:"ciphers,omitempty"`
+	KeyExchanges        []string `json:"kex,omitempty"`
 }
 
 // system turns the fields into the owner's store.System.
 func (f systemFields) system(owner string) *store.System {
 	return &store.System{Owner: owner, ID: f.ID, Host: f.Host, Port: f.Port, HostKeys: f.HostKeys,
 		HostKeyFingerprints: f.HostKeyFingerprints, TrustOnFirstUse: f.TrustOnFirstUse, MaxSessions: f.MaxSessions,
-		RootDir: f.RootDir, Description: f.Description}
+		RootDir: f.RootDir, Description: f.Description, Jump: f.Jump, Ciphers: f.Ciphers, KeyExchanges: f.KeyExchanges}
 }
 
 // systemJSON is a system as the API shows it.
@@ -44,7 +48,8 @@ type systemJSON struct {
 func toSystemJSON(s *store.System) systemJSON {
 	j := systemJSON{systemFields: systemFields{ID: s.ID, Host: s.Host, Port: s.Port, HostKeys: s.HostKeys,
 		HostKeyFingerprints: s.HostKeyFingerprints, TrustOnFirstUse: s.TrustOnFirstUse, MaxSessions: s.MaxSessions,
-		RootDir: s.RootDir, Description: s.Description}, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		RootDir: s.RootDir, Description: s.Description, Jump: s.Jump, Ciphers: s.Ciphers, KeyExchanges: s.KeyExchanges},
+		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 	if j.HostKeys == nil {
 		j.HostKeys = []string{}
 	}
@@ -84,9 +89,11 @@ func validateSystem(s *store.System) error {
 	if s.MaxSessions < 1 || s.MaxSessions > 1000 {
 		return badField("max_sessions", "must be between 1 and 1000 (the server's MaxSessions)")
 	}
-	if err := sshpool.ParseHostKeys(s.HostKeys); err != nil {
+	keys, err := sshpool.NormalizeHostKeys(s.HostKeys)
+	if err != nil {
 		return badField("host_keys", "%v", err)
 	}
+	s.HostKeys = keys
 	for i, f := range s.HostKeyFingerprints {
 		if !fingerprintPattern.MatchString(f) {
 			return badField("host_key_fingerprints", "entry %d is not a SHA256 fingerprint like SHA256:<43 base64 characters> (ssh-keygen -lf)", i)
@@ -101,7 +108,16 @@ func validateSystem(s *store.System) error {
 	if len(s.Description) > 1000 {
 		return badField("description", "must be at most 1000 characters")
 	}
-	return nil
+	if s.Jump != "" && !idPattern.MatchString(s.Jump) {
+		return badField("jump", "must be the id of another of your systems")
+	}
+	if s.Jump == s.ID {
+		return badField("jump", "a system cannot be its own jump host")
+	}
+	if err := checkAlgorithms("ciphers", s.Ciphers, cipherNames); err != nil {
+		return err
+	}
+	return checkAlgorithms("kex", s.KeyExchanges, kexNames)
 }
 
 func (s *Server) createSystem(w http.ResponseWriter, r *http.Request) error {
@@ -111,6 +127,9 @@ func (s *Server) createSystem(w http.ResponseWriter, r *http.Request) error {
 	}
 	sys := req.system(principal(r).User)
 	if err := validateSystem(sys); err != nil {
+		return err
+	}
+	if err := s.checkRoute(r.Context(), sys); err != nil {
 		return err
 	}
 	if err := s.deps.Store.CreateSystem(r.Context(), sys); err != nil {
@@ -158,6 +177,9 @@ type patchSystemRequest struct {
 	MaxSessions         *int      `json:"max_sessions"`
 	RootDir             *string   `json:"root_dir"`
 	Description         *string   `json:"description"`
+	Jump                *string   `json:"jump"`
+	Ciphers             *[]string `json:"ciphers"`
+	KeyExchanges        *[]string `json:"kex"`
 }
 
 func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
@@ -165,9 +187,31 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
-	sys, err := s.deps.Store.GetSystem(r.Context(), principal(r).User, r.PathValue("id"))
+	// Read-modify-write with a conditional update: a concurrent change (another PATCH, a host
+	// key pinned on first use) is never lost; the patch is re-applied to the fresh row.
+	var sys *store.System
+	var err error
+	for attempt := 0; ; attempt++ {
+		sys, err = s.applyPatch(r, req)
+		if !errors.Is(err, store.ErrConflict) || attempt == 4 {
+			break
+		}
+	}
 	if err != nil {
 		return err
+	}
+	s.deps.Pool.Forget(poolSystem(sys.Owner, sys.ID))
+	s.audit(r, "system.update", sys.ID, "")
+	writeJSON(w, http.StatusOK, toSystemJSON(sys))
+	return nil
+}
+
+// applyPatch applies req to the stored system and saves it if nobody changed it meanwhile
+// (store.ErrConflict otherwise).
+func (s *Server) applyPatch(r *http.Request, req patchSystemRequest) (*store.System, error) {
+	sys, err := s.deps.Store.GetSystem(r.Context(), principal(r).User, r.PathValue("id"))
+	if err != nil {
+		return nil, err
 	}
 	set := func(dst *string, v *string) {
 		if v != nil {
@@ -177,6 +221,13 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	set(&sys.Host, req.Host)
 	set(&sys.RootDir, req.RootDir)
 	set(&sys.Description, req.Description)
+	set(&sys.Jump, req.Jump)
+	if req.Ciphers != nil {
+		sys.Ciphers = *req.Ciphers
+	}
+	if req.KeyExchanges != nil {
+		sys.KeyExchanges = *req.KeyExchanges
+	}
 	if req.Port != nil {
 		sys.Port = *req.Port
 	}
@@ -193,20 +244,23 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		sys.MaxSessions = *req.MaxSessions
 	}
 	if err := validateSystem(sys); err != nil {
-		return err
+		return nil, err
+	}
+	if err := s.checkRoute(r.Context(), sys); err != nil {
+		return nil, err
 	}
 	if err := s.deps.Store.UpdateSystem(r.Context(), sys); err != nil {
-		return err
+		return nil, err
 	}
-	s.deps.Pool.Forget(poolSystem(sys.Owner, sys.ID))
-	s.audit(r, "system.update", sys.ID, "")
-	writeJSON(w, http.StatusOK, toSystemJSON(sys))
-	return nil
+	return sys, nil
 }
 
 func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
 	p := principal(r)
 	id := r.PathValue("id")
+	if err := s.checkNotJumpOfOthers(r.Context(), p.User, id); err != nil {
+		return err
+	}
 	if err := s.deps.Store.DeleteSystem(r.Context(), p.User, id); err != nil {
 		return err
 	}

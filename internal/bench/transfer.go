@@ -37,6 +37,9 @@ type TransferRun struct {
 	Path string `json:"path"`
 	// Scenario is upload, download, system-to-system or connections.
 	Scenario string `json:"scenario"`
+	// Cipher is the one SSH cipher both sshapi (the system's ciphers list) and OpenSSH (-c)
+	// were limited to; empty when each used its default.
+	Cipher string `json:"cipher,omitempty"`
 	// Target is sshapi or a peer.
 	Target string `json:"target"`
 	// Streams is what was asked for (0 = automatic; for connections the number of parallel
@@ -90,6 +93,9 @@ type TransferBench struct {
 	Peers bool
 	// SSHDPIDs are the sshd master processes whose CPU is reported.
 	SSHDPIDs []int
+	// Cipher, when set, is the only cipher Src was registered with; the OpenSSH peers get
+	// `-c Cipher` and every run records it.
+	Cipher string
 	// Remove deletes a remote file before it is written again (nil: uploads overwrite and
 	// system-to-system transfers are skipped when it is needed).
 	Remove func(path string) error
@@ -113,7 +119,7 @@ func (b *TransferBench) measure(scenario, target string, streams int, bytes int6
 	start := time.Now()
 	used, err := fn()
 	el := time.Since(start).Seconds()
-	r := TransferRun{Path: b.Path, Scenario: scenario, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
+	r := TransferRun{Path: b.Path, Scenario: scenario, Cipher: b.Cipher, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
 		Seconds: el, CPUSeconds: selfCPU() - cpu0}
 	if meter != nil {
 		r.SSHDCPUSeconds = meter.Stop()
@@ -124,8 +130,8 @@ func (b *TransferBench) measure(scenario, target string, streams int, bytes int6
 		r.MBps = float64(bytes) / 1e6 / el
 	}
 	if b.Progress != nil {
-		fmt.Fprintf(b.Progress, "transfer %s %s %s streams=%d: %.1f MB/s in %.2fs, cpu %.2fs, sshd cpu %.2fs %s\n",
-			b.Path, scenario, target, streams, r.MBps, el, r.CPUSeconds, r.SSHDCPUSeconds, r.Error)
+		fmt.Fprintf(b.Progress, "transfer %s %s%s %s streams=%d: %.1f MB/s in %.2fs, cpu %.2fs, sshd cpu %.2fs %s\n",
+			b.Path, scenario, cipherLabel(b.Cipher), target, streams, r.MBps, el, r.CPUSeconds, r.SSHDCPUSeconds, r.Error)
 	}
 	b.Report.Runs = append(b.Report.Runs, r)
 	return r
@@ -138,26 +144,13 @@ func (b *TransferBench) Run(ctx context.Context, streams, connections []int) err
 	if b.Verify == "" {
 		b.Verify = "sha256"
 	}
-	src := b.remote("bench-src.bin")
-	b.measure(TransferUpload, BaselineTarget, 1, b.Size, func() (int, error) { return 1, b.upload(ctx, src) })
-	if b.Peers {
-		b.measure(TransferUpload, PeerSFTP, 1, b.Size, func() (int, error) {
-			return 1, b.sftp(ctx, b.Src.SSH, fmt.Sprintf("put %s %s\n", b.Local, b.remote("bench-sftp.bin")))
-		})
-	}
-	b.measure(TransferDownload, BaselineTarget, 1, b.Size, func() (int, error) { return 1, b.download(ctx, src) })
-	if b.Peers {
-		b.measure(TransferDownload, PeerSFTP, 1, b.Size, func() (int, error) {
-			return 1, b.sftp(ctx, b.Src.SSH, fmt.Sprintf("get %s /dev/null\n", src))
-		})
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if err := b.RunUpDown(ctx); err != nil {
+		return err
 	}
 	if b.Dst.System == "" || b.Remove == nil {
 		return nil
 	}
-	dst := b.remote("bench-dst.bin")
+	src, dst := b.remote("bench-src.bin"), b.remote("bench-dst.bin")
 	for _, n := range streams {
 		_ = b.Remove(dst)
 		b.measure(TransferSystem, BaselineTarget, n, b.Size, func() (int, error) { return b.transfer(ctx, src, dst, n) })
@@ -181,6 +174,33 @@ func (b *TransferBench) Run(ctx context.Context, streams, connections []int) err
 	}
 	_ = b.Remove(dst)
 	return ctx.Err()
+}
+
+// RunUpDown measures one upload and one download through sshapi and, with Peers, OpenSSH sftp
+// put and get beside each. A failed run is recorded with its error; RunUpDown returns only ctx's
+// error.
+func (b *TransferBench) RunUpDown(ctx context.Context) error {
+	src := b.remote("bench-src.bin")
+	b.measure(TransferUpload, BaselineTarget, 1, b.Size, func() (int, error) { return 1, b.upload(ctx, src) })
+	if b.Peers {
+		b.measure(TransferUpload, PeerSFTP, 1, b.Size, func() (int, error) {
+			return 1, b.sftp(ctx, b.Src.SSH, fmt.Sprintf("put %s %s\n", b.Local, b.remote("bench-sftp.bin")))
+		})
+	}
+	b.measure(TransferDownload, BaselineTarget, 1, b.Size, func() (int, error) { return 1, b.download(ctx, src) })
+	if b.Peers {
+		b.measure(TransferDownload, PeerSFTP, 1, b.Size, func() (int, error) {
+			return 1, b.sftp(ctx, b.Src.SSH, fmt.Sprintf("get %s /dev/null\n", src))
+		})
+	}
+	return ctx.Err()
+}
+
+func cipherLabel(c string) string {
+	if c == "" {
+		return ""
+	}
+	return " [" + c + "]"
 }
 
 func contentPath(system, p string) string {
@@ -299,6 +319,9 @@ func (b *TransferBench) sftp(ctx context.Context, ep SSHEndpoint, batch string) 
 			continue
 		}
 		out = append(out, args[i])
+	}
+	if b.Cipher != "" {
+		out = append(out, "-c", b.Cipher)
 	}
 	cmd := exec.CommandContext(ctx, "sftp", append(out, "-q", "-b", "-", ep.User+"@"+ep.Host)...)
 	cmd.Stdin = strings.NewReader(batch)

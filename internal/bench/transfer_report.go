@@ -28,7 +28,7 @@ func (r *TransferReport) Paths() []string {
 // connections scenario, the same n).
 func (r *TransferReport) peer(s TransferRun) (TransferRun, bool) {
 	for _, p := range r.Runs {
-		if p.Path == s.Path && p.Scenario == s.Scenario && p.Target != BaselineTarget && p.Error == "" && p.MBps > 0 &&
+		if p.Path == s.Path && p.Scenario == s.Scenario && p.Cipher == s.Cipher && p.Target != BaselineTarget && p.Error == "" && p.MBps > 0 &&
 			(s.Scenario != TransferConnections || p.Streams == s.Streams) {
 			return p, true
 		}
@@ -62,7 +62,11 @@ func (r *TransferReport) WriteMarkdown(w io.Writer) error {
 			if s.Path != path || s.Scenario == TransferConnections {
 				continue
 			}
-			b.WriteString(transferRow(r, s, s.Scenario, streams(s)))
+			what := s.Scenario
+			if s.Cipher != "" {
+				what += " · `" + s.Cipher + "`"
+			}
+			b.WriteString(transferRow(r, s, what, streams(s)))
 		}
 		b.WriteString("\n")
 		var conns []TransferRun

@@ -332,7 +332,7 @@ func newBenchPaperCmd() *cobra.Command {
 
 func newBenchTransferCmd() *cobra.Command {
 	var o study.TransferOptions
-	var url, token, system, remoteDir, size, streams, conns, rate, jsonOut, mdOut, plots string
+	var url, token, system, remoteDir, size, streams, conns, rate, jsonOut, mdOut, plots, ciphers string
 	var rtt time.Duration
 	var quiet bool
 	cmd := &cobra.Command{
@@ -340,7 +340,8 @@ func newBenchTransferCmd() *cobra.Command {
 		Short: "Measure upload, download and system-to-system transfer throughput and CPU per stream count, beside OpenSSH sftp and scp -3 (self-hosted unless --url)",
 		Example: `  sshapi bench transfer --size 1GiB --streams 1,2,4,8,auto --compare --connections 1,2,4,8
   sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --compare --json t.json --markdown t.md --plots img
-  sshapi bench transfer --url $SSHAPI_URL --system hpc --remote-dir /scratch/me --size 1GiB`,
+  sshapi bench transfer --url $SSHAPI_URL --system hpc --remote-dir /scratch/me --size 1GiB
+  sshapi bench transfer --size 256MiB --compare --ciphers aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes256-ctr`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if o.Size, err = bench.ParseSize(size); err != nil {
@@ -351,6 +352,14 @@ func newBenchTransferCmd() *cobra.Command {
 			}
 			if o.Connections, err = bench.ParseStreams(conns); err != nil || slices.Contains(o.Connections, 0) {
 				return fmt.Errorf("--connections: want counts 1-64: %w", err)
+			}
+			for _, c := range strings.Split(ciphers, ",") {
+				if c = strings.TrimSpace(c); c != "" {
+					o.Ciphers = append(o.Ciphers, c)
+				}
+			}
+			if len(o.Ciphers) > 0 && url != "" {
+				return errors.New("--ciphers registers its own systems: it needs the self-hosted bench, not --url")
 			}
 			path := study.TransferPath{RTT: rtt}
 			if rate != "" {
@@ -387,6 +396,7 @@ func newBenchTransferCmd() *cobra.Command {
 	f.DurationVar(&rtt, "rtt", 0, "emulated round-trip time (a wanem proxy in front of each system)")
 	f.StringVar(&rate, "rate", "", "emulated bandwidth per direction, e.g. 1gbit")
 	f.BoolVar(&o.Compare, "compare", false, "measure OpenSSH sftp put/get and scp -3 beside sshapi")
+	f.StringVar(&ciphers, "ciphers", "", "instead of the runs above, upload and download once per SSH cipher (comma-separated), sshapi limited to it beside OpenSSH sftp -c with --compare")
 	f.StringVar(&o.Verify, "verify", "sha256", "system-to-system verification: none, size, sha256")
 	f.StringVar(&jsonOut, "json", "", "write the runs to this JSON file")
 	f.StringVar(&mdOut, "markdown", "", "write the Markdown tables to this file")

@@ -61,9 +61,9 @@ sshapi dev token for user %q (valid 12 h):
 
 Quickstart (any SSH server you can log in to; a local one works):
 
-  # 1. register a system with its host key (ssh-keyscan prints it)
-  curl -s -X POST $SSHAPI_URL/v1/systems -H "Authorization: Bearer $SSHAPI_TOKEN" \
-    -d "{\"id\":\"local\",\"host\":\"127.0.0.1\",\"port\":22,\"host_keys\":[\"$(ssh-keyscan -t ed25519 127.0.0.1 2>/dev/null | cut -d' ' -f2-)\"]}"
+  # 1. register a system with its host keys, as ssh-keyscan prints them
+  ssh-keyscan 127.0.0.1 2>/dev/null | jq -Rs '{id:"local", host:"127.0.0.1", port:22, host_keys:[.]}' | \
+    curl -s -X POST $SSHAPI_URL/v1/systems -H "Authorization: Bearer $SSHAPI_TOKEN" -d @-
   # 2. store your credential for it (encrypted at rest, never returned)
   jq -n --arg u "$USER" --rawfile k ~/.ssh/id_ed25519 '{username:$u, private_key:$k}' | \
     curl -s -X PUT $SSHAPI_URL/v1/systems/local/credential -H "Authorization: Bearer $SSHAPI_TOKEN" -d @-

@@ -22,14 +22,14 @@ func setup(t *testing.T) (*sshpool.Pool, sshpool.Target, *sshtest.Server) {
 	p := sshpool.New(sshpool.Config{}, nil, nil)
 	_ = p.Start(t.Context())
 	t.Cleanup(func() { _ = p.Stop(context.Background()) })
-	cb, err := sshpool.HostKeyPolicy{Keys: []string{srv.AuthorizedHostKey()}}.Callback()
-	if err != nil {
+	cfg := &ssh.ClientConfig{User: srv.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(srv.Signer)}}
+	if err := (sshpool.HostKeyPolicy{Keys: []string{srv.AuthorizedHostKey()}}).Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return p, sshpool.Target{
 		Key:    sshpool.Key{System: "cmd", User: srv.User, Credential: "k"},
 		Addr:   srv.Addr,
-		Config: &ssh.ClientConfig{User: srv.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(srv.Signer)}, HostKeyCallback: cb},
+		Config: cfg,
 	}, srv
 }
 

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sshapi/sshapi/internal/api"
+	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/transfer"
 )
@@ -40,6 +41,8 @@ type Config struct {
 	Pool sshpool.Config `yaml:"pool" envPrefix:"POOL_"`
 	// Transfer tunes the transfer engine.
 	Transfer transfer.Config `yaml:"transfer" envPrefix:"TRANSFER_"`
+	// Network says which addresses systems may have (checked at registration and on every dial).
+	Network netpolicy.Config `yaml:"network" envPrefix:"NETWORK_"`
 }
 
 // Auth configures token verification.
@@ -61,6 +64,9 @@ func Default() Config {
 		LogLevel:        "info",
 		LogFormat:       "text",
 		ShutdownTimeout: 30 * time.Second,
+		// The embedded defaults serve a local development setup, where systems are often on
+		// 127.0.0.1; a deployment should set network.allow_loopback: false.
+		Network: netpolicy.Config{AllowLoopback: true},
 	}
 }
 
@@ -99,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("data_dir must not be empty")
+	}
+	if _, err := netpolicy.New(c.Network); err != nil {
+		return err
 	}
 	if c.Auth.DisableDevSecret && c.Auth.JWKSURL == "" {
 		return errors.New("auth: with disable_dev_secret set, jwks_url is required or no token could be accepted")

@@ -52,3 +52,28 @@ func TestLoadRejects(t *testing.T) {
 		t.Error("invalid log level accepted")
 	}
 }
+
+// TestNetworkSection: the embedded defaults allow loopback (make run against 127.0.0.1); the file
+// and the environment can turn it off and add lists; an invalid prefix is refused at load.
+func TestNetworkSection(t *testing.T) {
+	if !Default().Network.AllowLoopback {
+		t.Fatal("the embedded defaults must allow loopback")
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sshapi.yaml")
+	_ = os.WriteFile(file, []byte("network:\n  deny_cidrs: [10.0.0.0/8]\n  deny_hosts: ['*.internal']\n"), 0o600)
+	t.Setenv("SSHAPI_NETWORK_ALLOW_LOOPBACK", "false")
+	t.Setenv("SSHAPI_NETWORK_ALLOW_CIDRS", "192.0.2.0/24,198.51.100.0/24")
+	cfg, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := cfg.Network
+	if n.AllowLoopback || len(n.DenyCIDRs) != 1 || n.DenyHosts[0] != "*.internal" || len(n.AllowCIDRs) != 2 || n.AllowCIDRs[1] != "198.51.100.0/24" {
+		t.Fatalf("network section %+v", n)
+	}
+	t.Setenv("SSHAPI_NETWORK_DENY_CIDRS", "10.0.0.0/99")
+	if _, err := Load(""); err == nil {
+		t.Fatal("an invalid deny_cidrs entry was accepted")
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
 
@@ -108,19 +107,21 @@ func (f *FS) Copy(ctx context.Context, src, dst string, opts CopyOptions) error 
 	if opts.Recursive {
 		argv = append(argv, "-R")
 	}
-	lexRoot, _, err := f.rootDir(ctx)
+	rt, err := f.confinement(ctx)
 	if err != nil {
 		return err
 	}
 	switch {
 	case !opts.Dereference:
 		argv = append(argv, "-P")
-	case lexRoot != "":
+	case rt.Confined():
 		argv = append(argv, "-H")
 	default:
 		argv = append(argv, "-L")
 	}
-	argv = append(argv, "-T", "--", from, to)
+	// --remove-destination: an existing file (or symlink) in the way is unlinked, never opened,
+	// so a symlink at the destination cannot lead the copy out of the root.
+	argv = append(argv, "--remove-destination", "-T", "--", from, to)
 	_, err = f.command(ctx, op, to, argv...)
 	return err
 }
@@ -217,9 +218,9 @@ func (f *FS) Compress(ctx context.Context, sources []string, archive, format str
 		// -C is positional; --add-file takes the name as data even when it starts with "-".
 		argv = append(argv, "-C", path.Dir(abs), "--add-file="+path.Base(abs))
 	}
-	file, err := f.c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	file, err := f.createTemp(op, dst, tmp)
 	if err != nil {
-		return f.writeErr(op, dst, err)
+		return err
 	}
 	if err := file.Close(); err != nil {
 		_ = f.c.Remove(tmp)
@@ -229,42 +230,15 @@ func (f *FS) Compress(ctx context.Context, sources []string, archive, format str
 		_ = f.c.Remove(tmp) // best effort; the command's error is the one to report
 		return err
 	}
+	if err := f.c.Chmod(tmp, DefaultFileMode); err != nil {
+		_ = f.c.Remove(tmp)
+		return f.writeErr(op, dst, err)
+	}
 	if err := f.rename(op, tmp, dst, false); err != nil {
 		_ = f.c.Remove(tmp)
 		return err
 	}
 	return nil
-}
-
-// Extract unpacks archive (any format tar recognises) into the existing directory destination
-// with `tar` on the server. GNU tar strips leading "/" and skips ".." members, and defers
-// symlinks with absolute or ".." targets, so members land below destination.
-func (f *FS) Extract(ctx context.Context, archive, destination string) error {
-	const op = "extract"
-	src, err := f.resolve(ctx, op, archive, true)
-	if err != nil {
-		return err
-	}
-	dst, err := f.resolve(ctx, op, destination, true)
-	if err != nil {
-		return err
-	}
-	e, err := f.stat(ctx, op, src, true)
-	if err != nil {
-		return err
-	}
-	if e.Type == TypeDir {
-		return newErr(op, src, ErrIsDir, nil)
-	}
-	d, err := f.stat(ctx, op, dst, true)
-	if err != nil {
-		return err
-	}
-	if d.Type != TypeDir {
-		return newErr(op, dst, ErrNotDir, nil)
-	}
-	_, err = f.command(ctx, op, dst, "tar", "-x", "--no-same-owner", "-f", src, "-C", dst)
-	return err
 }
 
 // checksumTool returns the coreutils command for a Checksum algorithm and its digest size in

@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sshapi/sshapi/internal/confine"
 )
 
 // Sentinel errors returned (wrapped in *Error) by FS operations. The HTTP layer maps them to
@@ -24,7 +26,8 @@ var (
 	// ErrNoSpace reports a full file system or an exceeded quota (507).
 	ErrNoSpace = errors.New("no space left on device or quota exceeded")
 	// ErrOutsideRoot reports a path that leaves the configured RootDir (403).
-	ErrOutsideRoot = errors.New("path is outside the allowed root directory")
+	// It is confine.ErrOutside, so errors of transfers and of this package match alike.
+	ErrOutsideRoot = confine.ErrOutside
 	// ErrInvalid reports a bad argument: unknown algorithm or format, malformed mode, empty
 	// path and the like (400).
 	ErrInvalid = errors.New("invalid argument")

@@ -15,14 +15,14 @@ package files
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"path"
 	"strings"
 	"sync"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sshapi/sshapi/internal/confine"
 )
 
 // Runner runs a remote command. FS uses it only where no SFTP request can do the job
@@ -52,8 +52,8 @@ type FS struct {
 	opts Options
 
 	mu   sync.Mutex
-	home string // cleaned, absolute; "" until known
-	root string // canonical RootDir on the server; "" until known or when unconfined
+	home string        // cleaned, absolute; "" until known
+	root *confine.Root // nil until known
 }
 
 // New returns an FS that issues SFTP requests on c and runs commands with run. run may be nil;
@@ -88,39 +88,27 @@ func (f *FS) Home(ctx context.Context) (string, error) {
 	return f.home, nil
 }
 
-// rootDir returns RootDir made absolute and clean (lex) and its canonical form on the server
-// (canon), asking the server once; both are "" when unconfined.
-func (f *FS) rootDir(ctx context.Context) (lex, canon string, err error) {
-	if f.opts.RootDir == "" {
-		return "", "", nil
-	}
-	lex = f.opts.RootDir
-	if !strings.HasPrefix(lex, "/") {
-		h, err := f.Home(ctx)
-		if err != nil {
-			return "", "", err
-		}
-		lex = path.Join(h, lex)
-	}
-	lex = path.Clean(lex)
+// confinement returns the Root that judges this FS's paths (confining nothing without a
+// RootDir), asking the server once for the home directory and the canonical root.
+func (f *FS) confinement(ctx context.Context) (*confine.Root, error) {
 	f.mu.Lock()
-	canon = f.root
+	rt := f.root
 	f.mu.Unlock()
-	if canon != "" {
-		return lex, canon, nil
+	if rt != nil {
+		return rt, nil
 	}
-	if err := ctx.Err(); err != nil {
-		return "", "", wrap("resolve root", lex, err)
-	}
-	c, err := f.c.RealPath(lex)
+	h, err := f.Home(ctx)
 	if err != nil {
-		return "", "", wrap("resolve root", lex, err)
+		return nil, err
 	}
-	canon = path.Clean(c)
+	rt, err = confine.New(ctx, f.c, h, f.opts.RootDir)
+	if err != nil {
+		return nil, wrap("resolve root", f.opts.RootDir, err)
+	}
 	f.mu.Lock()
-	f.root = canon
+	f.root = rt
 	f.mu.Unlock()
-	return lex, canon, nil
+	return rt, nil
 }
 
 // Resolve turns a user-supplied path into a clean absolute remote path: relative paths are
@@ -134,81 +122,35 @@ func (f *FS) Resolve(ctx context.Context, p string) (string, error) {
 // resolve is Resolve for op. With followFinal false the final component is not dereferenced,
 // for operations that act on a symlink itself (lstat, remove, rename, creating a new name).
 func (f *FS) resolve(ctx context.Context, op, p string, followFinal bool) (string, error) {
-	abs, err := f.lexical(ctx, op, p)
-	if err != nil {
-		return "", err
-	}
-	lexRoot, root, err := f.rootDir(ctx)
-	if err != nil || root == "" {
-		return abs, err
-	}
-	if !within(lexRoot, abs) {
-		return "", newErr(op, abs, ErrOutsideRoot, nil)
-	}
-	// The root itself may be given through a symlink: it is always taken as its target.
-	canon, err := f.canonical(ctx, op, abs, followFinal || abs == lexRoot)
-	if err != nil {
-		return "", err
-	}
-	if !within(root, canon) {
-		return "", newErr(op, abs, ErrOutsideRoot, fmt.Errorf("resolves to %s", canon))
-	}
-	return abs, nil
-}
-
-// lexical makes p absolute and clean without asking the server (except for the home
-// directory once).
-func (f *FS) lexical(ctx context.Context, op, p string) (string, error) {
 	if p == "" {
 		return "", newErr(op, p, ErrInvalid, errors.New("empty path"))
 	}
 	if strings.ContainsRune(p, 0) {
 		return "", newErr(op, p, ErrInvalid, errors.New("path contains a NUL byte"))
 	}
-	if strings.HasPrefix(p, "/") {
-		return path.Clean(p), nil
-	}
-	h, err := f.Home(ctx)
+	rt, err := f.confinement(ctx)
 	if err != nil {
 		return "", err
 	}
-	return path.Join(h, p), nil
-}
-
-// canonical asks the server for the real location of abs. A missing tail is appended to the
-// canonical form of its nearest existing ancestor, so that new names created below a symlinked
-// directory are caught too.
-func (f *FS) canonical(ctx context.Context, op, abs string, followFinal bool) (string, error) {
-	if !followFinal && abs != "/" {
-		dir, err := f.canonical(ctx, op, path.Dir(abs), true)
-		if err != nil {
-			return "", err
-		}
-		return path.Join(dir, path.Base(abs)), nil
-	}
-	if err := ctx.Err(); err != nil {
-		return "", wrap(op, abs, err)
-	}
-	canon, err := f.c.RealPath(abs)
-	if err == nil {
-		return path.Clean(canon), nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) || abs == "/" {
-		return "", wrap(op, abs, err)
-	}
-	dir, err := f.canonical(ctx, op, path.Dir(abs), true)
+	abs, err := rt.Abs(p)
 	if err != nil {
-		return "", err
+		return "", f.confineErr(op, p, err)
 	}
-	return path.Join(dir, path.Base(abs)), nil
+	if err := rt.Check(ctx, f.c, abs, followFinal); err != nil {
+		return "", f.confineErr(op, abs, err)
+	}
+	return abs, nil
 }
 
-// within reports whether p is root or below it; both are clean absolute paths.
-func within(root, p string) bool {
-	if root == "/" {
-		return true
+// confineErr classifies an error of the confine package.
+func (f *FS) confineErr(op, p string, err error) error {
+	switch {
+	case errors.Is(err, confine.ErrOutside):
+		return newErr(op, p, ErrOutsideRoot, err)
+	case errors.Is(err, confine.ErrInvalid):
+		return newErr(op, p, ErrInvalid, err)
 	}
-	return p == root || strings.HasPrefix(p, root+"/")
+	return wrap(op, p, err)
 }
 
 // checkCtx wraps ctx.Err() for op on p.

@@ -44,11 +44,11 @@ func (f *FS) Remove(ctx context.Context, p string, recursive bool) error {
 
 // refuseRoot fails for "/" and for the RootDir itself.
 func (f *FS) refuseRoot(ctx context.Context, op, abs string) error {
-	lexRoot, _, err := f.rootDir(ctx)
+	rt, err := f.confinement(ctx)
 	if err != nil {
 		return err
 	}
-	if abs == "/" || abs == lexRoot {
+	if abs == "/" || abs == rt.Dir() {
 		return newErr(op, abs, ErrInvalid, errors.New("refusing to operate on the root directory"))
 	}
 	return nil
@@ -232,11 +232,11 @@ func (f *FS) Symlink(ctx context.Context, target, link string) error {
 	if err != nil {
 		return err
 	}
-	lexRoot, _, err := f.rootDir(ctx)
+	rt, err := f.confinement(ctx)
 	if err != nil {
 		return err
 	}
-	if lexRoot != "" {
+	if rt.Confined() {
 		t := target
 		if !path.IsAbs(t) {
 			t = path.Join(path.Dir(abs), t)

@@ -13,6 +13,8 @@ import (
 	"path"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pkg/sftp"
 )
 
 // DefaultFileMode is the mode of uploaded files when UploadOptions.Mode is 0.
@@ -35,7 +37,8 @@ type UploadOptions struct {
 	Overwrite bool
 	// Parents creates missing parent directories.
 	Parents bool
-	// Mode is the new file's permission bits; 0 means DefaultFileMode.
+	// Mode is the new file's permission bits; 0 means those of the file being overwritten, or
+	// DefaultFileMode for a new file.
 	Mode os.FileMode
 	// SHA256 is the expected hex digest of the content; when set and different, the upload is
 	// discarded with ErrChecksumMismatch.
@@ -61,7 +64,7 @@ type UploadResult struct {
 // itself drops, the temporary file cannot be removed and stays behind.)
 func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptions) (*UploadResult, error) {
 	const op = "upload"
-	mode, err := fileMode(op, p, opts.Mode, DefaultFileMode)
+	mode, err := fileMode(op, p, opts.Mode, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -90,15 +93,20 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 		return nil, newErr(op, abs, ErrIsDir, nil)
 	} else if ok && !opts.Overwrite {
 		return nil, newErr(op, abs, fs.ErrExist, nil)
+	} else if mode == 0 && ok && fi.Mode().IsRegular() {
+		mode = fi.Mode().Perm() // an overwrite keeps the file's permissions unless told otherwise
+	}
+	if mode == 0 {
+		mode = DefaultFileMode
 	}
 	if err := checkCtx(ctx, op, abs); err != nil {
 		return nil, err
 	}
 
 	tmp := path.Join(dir, tempName(name))
-	file, err := f.c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	file, err := f.createTemp(op, abs, tmp)
 	if err != nil {
-		return nil, f.writeErr(op, abs, err)
+		return nil, err
 	}
 	keep := false
 	defer func() {
@@ -107,15 +115,16 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 			_ = f.c.Remove(tmp) // best effort: the error being returned is the one that matters
 		}
 	}()
-	if err := file.Chmod(mode); err != nil {
-		return nil, f.writeErr(op, abs, err)
-	}
 	h := sha256.New()
 	n, err := file.ReadFromWithConcurrency(io.TeeReader(ctxReader{ctx, r}, h), 0)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, wrap(op, abs, ctx.Err())
 		}
+		return nil, f.writeErr(op, abs, err)
+	}
+	// The data is complete: the file gets its final mode before it appears under its name.
+	if err := file.Chmod(mode); err != nil {
 		return nil, f.writeErr(op, abs, err)
 	}
 	if err := file.Close(); err != nil {
@@ -133,6 +142,29 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	}
 	keep = true
 	return &UploadResult{Path: abs, Size: n, SHA256: sum}, nil
+}
+
+// tempMode is the mode of a temporary file until it is complete: only its owner may open it.
+const tempMode os.FileMode = 0o600
+
+// createTemp creates the temporary file tmp for abs exclusively (O_EXCL: an existing name, a
+// symlink included, is never opened or followed) and makes it owner-only before any data is
+// written. pkg/sftp sends no attributes with SSH_FXP_OPEN, so the file exists for one round
+// trip with the server's default mode, empty; the fchmod on the handle follows at once.
+func (f *FS) createTemp(op, abs, tmp string) (*sftp.File, error) {
+	file, err := f.c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		if _, ok, _ := f.exists(tmp); ok && isFailure(err) {
+			return nil, newErr(op, tmp, fs.ErrExist, err)
+		}
+		return nil, f.writeErr(op, abs, err)
+	}
+	if err := file.Chmod(tempMode); err != nil {
+		_ = file.Close()
+		_ = f.c.Remove(tmp)
+		return nil, f.writeErr(op, abs, err)
+	}
+	return file, nil
 }
 
 // rename moves src to dst; with overwrite an existing dst is replaced atomically

@@ -21,6 +21,7 @@ import (
 	"github.com/sshapi/sshapi/internal/api"
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/config"
+	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store/sqlite"
@@ -99,7 +100,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	pool := sshpool.New(cfg.Pool, log.With("component", "sshpool"), reg)
+	network, err := netpolicy.New(cfg.Network)
+	if err != nil {
+		db.Close()
+		verifier.Close()
+		return nil, err
+	}
+	pool := sshpool.New(cfg.Pool, log.With("component", "sshpool"), reg, sshpool.WithNetworkPolicy(network))
 	tdb, err := transfer.OpenSQLite(ctx, filepath.Join(cfg.DataDir, TransfersFile))
 	if err != nil {
 		db.Close()
@@ -121,7 +128,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	}
 	srv = api.New(cfg.HTTP, api.Deps{
 		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine,
-		Log: log.With("component", "api"), Registry: reg, Version: Version,
+		Log: log.With("component", "api"), Registry: reg, Version: Version, Network: network,
 	})
 	return &Service{cfg: cfg, log: log, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, served: make(chan error, 1)}, nil
 }

@@ -14,6 +14,8 @@ type metrics struct {
 // Stats is a snapshot of the pool's state.
 type Stats struct {
 	Keys, Conns, ChannelsInUse, SFTPBorrowers, Waiters, Dialing int
+	// Tunnels are direct-tcpip channels carrying connections to systems behind a jump host.
+	Tunnels int
 }
 
 // Stats returns the pool's current state.
@@ -28,6 +30,7 @@ func (p *Pool) Stats() Stats {
 		s.Dialing += kp.dialing
 		for _, c := range kp.conns {
 			s.ChannelsInUse += c.inUse
+			s.Tunnels += c.tunnels
 			s.SFTPBorrowers += c.sftpUse
 			if c.sftp != nil {
 				s.ChannelsInUse++
@@ -42,7 +45,7 @@ func newMetrics(p *Pool, reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		dials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sshapi_ssh_dials_total",
-			Help: "SSH connection attempts by result (ok, refused, failed, auth_failed, host_key_mismatch).",
+			Help: "SSH connection attempts by result (ok, refused, failed, auth_failed, host_key_mismatch, denied).",
 		}, []string{"result"}),
 		openRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sshapi_ssh_channel_open_retries_total",

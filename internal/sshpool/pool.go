@@ -32,6 +32,8 @@ import (
 	"github.com/pkg/sftp"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sshapi/sshapi/internal/netpolicy"
 )
 
 // Key identifies a family of interchangeable connections: same system, remote user and
@@ -69,6 +71,46 @@ type Target struct {
 	// MaxSessions is the server's MaxSessions (OpenSSH default 10). Each connection lends
 	// MaxSessions-2 channels at once.
 	MaxSessions int
+	// Jump, if set, is the host connections go through (OpenSSH's ProxyJump): the pool lends a
+	// slot on one of Jump's own pooled connections, opens a direct-tcpip channel to Addr (as the
+	// jump host resolves it) and runs this target's handshake inside it. The slot stays taken
+	// for the life of the tunneled connection.
+	Jump *Target
+}
+
+// hostID names the network path to t for the per-host limits: its address, or for a tunneled
+// target the jump's path followed by the address the jump host dials.
+func (t Target) hostID() string {
+	if t.Jump != nil {
+		return t.Jump.hostID() + ">" + t.Addr
+	}
+	return t.Addr
+}
+
+// JumpError reports that the jump host, not the target, failed: its host key, its credential,
+// or reaching the target from it. It wraps the cause, so errors.Is(err, ErrAuth) and
+// errors.Is(err, ErrHostKey) hold for the jump's own failures.
+type JumpError struct {
+	// Jump is the jump host's key.
+	Jump Key
+	// Addr is the jump host's address.
+	Addr string
+	Err  error
+}
+
+func (e *JumpError) Error() string {
+	return fmt.Sprintf("jump host %s (%s): %v", e.Jump, e.Addr, e.Err)
+}
+
+func (e *JumpError) Unwrap() error { return e.Err }
+
+// Option configures a Pool.
+type Option func(*Pool)
+
+// WithNetworkPolicy makes every direct dial obey np (nil allows everything). Tunneled hops are
+// dialed by the jump host and are not subject to it.
+func WithNetworkPolicy(np *netpolicy.Policy) Option {
+	return func(p *Pool) { p.policy = np }
 }
 
 // Config holds the pool's limits. Zero fields take the defaults shown.
@@ -137,6 +179,9 @@ var (
 	ErrClosed = errors.New("ssh pool closed")
 	// ErrConnLost means the connection carrying an operation died while it ran.
 	ErrConnLost = errors.New("ssh connection lost")
+	// ErrNegotiation means client and server share no cipher, key exchange or host key
+	// algorithm (e.g. a system's ciphers list the server does not offer). Retrying cannot help.
+	ErrNegotiation = errors.New("ssh algorithm negotiation failed")
 )
 
 // Pool lends channels on pooled SSH connections. Create it with New, call Start, and Stop it to
@@ -145,6 +190,7 @@ type Pool struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
+	policy  *netpolicy.Policy
 
 	mu      sync.Mutex
 	keys    map[Key]*keyPool
@@ -195,10 +241,11 @@ const authFailBackoffBase = 250 * time.Millisecond
 // noteAuthLocked records the outcome of one of owner's dials to h for the failed-login backoff.
 func (p *Pool) noteAuthLocked(h *hostState, owner string, err error) {
 	sh := p.shareLocked(h, owner)
+	var je *JumpError // a jump host's refusal is not a login failure on h
 	switch {
 	case err == nil:
 		sh.authFails, sh.authUntil = 0, time.Time{}
-	case errors.Is(err, ErrAuth):
+	case errors.Is(err, ErrAuth) && !errors.As(err, &je):
 		sh.authFails++
 		d := min(authFailBackoffBase<<min(sh.authFails-1, 16), p.cfg.AuthFailBackoffMax)
 		sh.authUntil = time.Now().Add(d)
@@ -273,9 +320,12 @@ func (p *Pool) dialEndedLocked(kp *keyPool, h *hostState) {
 
 type conn struct {
 	kp       *keyPool
+	host     *hostState
 	client   *ssh.Client
-	slots    int // channels this connection may have open at once
-	inUse    int // lent exec/dedicated channels
+	via      *conn // the jump connection carrying this one, whose tunnel slot it holds
+	slots    int   // channels this connection may have open at once
+	inUse    int   // lent exec/dedicated channels
+	tunnels  int   // direct-tcpip channels carrying other pooled connections
 	sftp     *sftp.Client
 	sftpUse  int // borrowers of the shared SFTP client
 	lastUsed time.Time
@@ -290,7 +340,7 @@ type grant struct {
 }
 
 // New returns a pool with cfg's limits (defaults for zero fields).
-func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Pool {
+func New(cfg Config, log *slog.Logger, reg prometheus.Registerer, opts ...Option) *Pool {
 	cfg.setDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -300,6 +350,9 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Pool {
 		log:   log,
 		keys:  make(map[Key]*keyPool),
 		hosts: make(map[string]*hostState),
+	}
+	for _, o := range opts {
+		o(p)
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.metrics = newMetrics(p, reg)
@@ -447,10 +500,10 @@ func (kp *keyPool) freeConnLocked() *conn {
 	// are evicted.
 	var best *conn
 	for _, c := range kp.conns {
-		if c.dead || c.inUse >= c.slots {
+		if c.dead || c.inUse+c.tunnels >= c.slots {
 			continue
 		}
-		if best == nil || c.inUse > best.inUse {
+		if best == nil || c.inUse+c.tunnels > best.inUse+best.tunnels {
 			best = c
 		}
 	}
@@ -483,7 +536,7 @@ func (p *Pool) serveWaitersLocked(kp *keyPool) {
 	if len(kp.waiters) == 0 || kp.authErr != nil || p.closing {
 		return
 	}
-	h := p.hostLocked(kp.target.Addr)
+	h := p.hostLocked(kp.target.hostID())
 	sh := p.shareLocked(h, kp.key.owner())
 	defer h.tidyShareLocked(kp.key.owner())
 	slots := slotsFor(kp.target.MaxSessions)
@@ -516,6 +569,15 @@ func (p *Pool) release(c *conn) {
 		p.serveWaitersLocked(c.kp)
 	}
 	p.checkDrainedLocked()
+}
+
+// releaseTunnelLocked gives back the jump connection slot a tunneled connection held.
+func (p *Pool) releaseTunnelLocked(c *conn) {
+	c.tunnels--
+	c.lastUsed = time.Now()
+	if !c.dead {
+		p.serveWaitersLocked(c.kp)
+	}
 }
 
 func (p *Pool) checkDrainedLocked() {
@@ -558,7 +620,7 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 		}
 		t := kp.target
 		p.mu.Unlock()
-		client, err := p.dialOnce(t, h)
+		client, via, err := p.dialOnce(t, h)
 		release()
 		p.mu.Lock()
 		p.noteAuthLocked(h, kp.key.owner(), err)
@@ -567,21 +629,29 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 			h.dialing--
 			p.dialEndedLocked(kp, h)
 			if p.closing || p.keys[kp.key] != kp { // shutting down, or Forget dropped the key
+				if via != nil {
+					p.releaseTunnelLocked(via)
+				}
 				p.mu.Unlock()
 				client.Close()
 				return
 			}
-			p.addConnLocked(kp, h, client)
+			p.addConnLocked(kp, h, client, via)
 			p.serveWaitersLocked(kp)
 			p.mu.Unlock()
 			return
 		}
 		kp.lastErr = err
+		var je *JumpError
 		switch {
+		case errors.As(err, &je) && isPermanentDialErr(err):
+			// The jump host failed for good: fail the waiters, but a fixed jump credential
+			// must not find this target's key blocked.
+			p.failWaitersLocked(kp, err)
 		case errors.Is(err, ErrAuth):
 			kp.authErr = err
 			p.failWaitersLocked(kp, err)
-		case errors.Is(err, ErrHostKey):
+		case isPermanentDialErr(err):
 			p.failWaitersLocked(kp, err)
 		}
 		if len(kp.waiters) == 0 || p.closing {
@@ -607,8 +677,8 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 	}
 }
 
-func (p *Pool) addConnLocked(kp *keyPool, h *hostState, client *ssh.Client) *conn {
-	c := &conn{kp: kp, client: client, slots: slotsFor(kp.target.MaxSessions), lastUsed: time.Now()}
+func (p *Pool) addConnLocked(kp *keyPool, h *hostState, client *ssh.Client, via *conn) *conn {
+	c := &conn{kp: kp, host: h, client: client, via: via, slots: slotsFor(kp.target.MaxSessions), lastUsed: time.Now()}
 	kp.conns = append(kp.conns, c)
 	h.conns++
 	p.shareLocked(h, kp.key.owner()).conns++
@@ -620,26 +690,108 @@ func (p *Pool) addConnLocked(kp *keyPool, h *hostState, client *ssh.Client) *con
 }
 
 // dialOnce opens and authenticates one connection, holding one of the host's dial tokens while
-// the connection is unauthenticated.
-func (p *Pool) dialOnce(t Target, h *hostState) (*ssh.Client, error) {
+// the connection is unauthenticated. A tunneled connection also returns the jump connection
+// whose slot it holds.
+func (p *Pool) dialOnce(t Target, h *hostState) (*ssh.Client, *conn, error) {
 	select {
 	case h.dialSem <- struct{}{}:
 	case <-p.ctx.Done():
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	defer func() { <-h.dialSem }()
-	client, err := Dial(p.ctx, t, p.cfg.DialTimeout)
+	client, via, err := p.dial(p.ctx, t, p.cfg.DialTimeout)
 	p.metrics.dials.WithLabelValues(dialResult(err)).Inc()
-	return client, err
+	return client, via, err
+}
+
+// dial opens one authenticated connection to t within timeout: directly under the pool's network
+// policy, or through a pooled connection to t.Jump.
+func (p *Pool) dial(ctx context.Context, t Target, timeout time.Duration) (*ssh.Client, *conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return tryHostKeyTypes(t, func(t Target) (*ssh.Client, *conn, error) { return p.dialVia(ctx, t) })
+}
+
+// dialVia is one connection attempt of dial.
+func (p *Pool) dialVia(ctx context.Context, t Target) (*ssh.Client, *conn, error) {
+	if t.Jump == nil {
+		client, err := dialDirect(ctx, t, p.policy)
+		return client, nil, err
+	}
+	jc, err := p.acquire(ctx, *t.Jump)
+	if err != nil {
+		return nil, nil, &JumpError{Jump: t.Jump.Key, Addr: t.Jump.Addr, Err: err}
+	}
+	p.mu.Lock() // the slot now carries a tunnel, not a lent channel
+	jc.inUse--
+	jc.tunnels++
+	p.checkDrainedLocked()
+	p.mu.Unlock()
+	nc, err := jc.client.DialContext(ctx, "tcp", t.Addr)
+	if err != nil {
+		var oce *ssh.OpenChannelError
+		p.mu.Lock()
+		if !errors.As(err, &oce) && ctx.Err() == nil {
+			p.killLocked(jc) // the jump connection is gone; the next attempt dials a new one
+		}
+		p.releaseTunnelLocked(jc)
+		p.mu.Unlock()
+		return nil, nil, &JumpError{Jump: t.Jump.Key, Addr: t.Jump.Addr, Err: fmt.Errorf("direct-tcpip to %s: %w", t.Addr, err)}
+	}
+	// A channel has no deadlines: closing it is what ends a stalled handshake.
+	client, err := handshake(ctx, nc, t, func() { _ = nc.Close() })
+	if err != nil {
+		p.mu.Lock()
+		p.releaseTunnelLocked(jc)
+		p.mu.Unlock()
+		return nil, nil, err
+	}
+	return client, jc, nil
 }
 
 // Dial opens one authenticated SSH connection to t outside any pool, classifying failures as
-// ErrAuth, ErrHostKey or a transient error. The whole exchange is bounded by timeout.
+// ErrAuth, ErrHostKey or a transient error. The whole exchange is bounded by timeout. Targets
+// with a Jump need a Pool.
 func Dial(ctx context.Context, t Target, timeout time.Duration) (*ssh.Client, error) {
+	if t.Jump != nil {
+		return nil, fmt.Errorf("dial %s: a target with a jump host is dialed through a Pool", t.Addr)
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", t.Addr)
+	client, _, err := tryHostKeyTypes(t, func(t Target) (*ssh.Client, *conn, error) {
+		c, err := dialDirect(ctx, t, nil)
+		return c, nil, err
+	})
+	return client, err
+}
+
+// tryHostKeyTypes runs attempt and, when only fingerprints were registered and the server
+// presented a key of another type, runs it again offering the server's other key types (nothing
+// is sent before the host key is accepted, so a refused attempt discloses nothing).
+func tryHostKeyTypes(t Target, attempt func(Target) (*ssh.Client, *conn, error)) (*ssh.Client, *conn, error) {
+	cfg := *t.Config
+	var tried []error
+	for {
+		t.Config = &cfg
+		client, via, err := attempt(t)
+		var hk *HostKeyError
+		if err == nil || !errors.As(err, &hk) || !hk.TryOtherAlgorithms {
+			if err != nil && len(tried) > 0 {
+				err = fmt.Errorf("%w (also presented: %w)", err, errors.Join(tried...))
+			}
+			return client, via, err
+		}
+		tried = append(tried, hk)
+		cfg.HostKeyAlgorithms = withoutKeyType(cfg.HostKeyAlgorithms, hk.KeyType)
+		if len(cfg.HostKeyAlgorithms) == 0 {
+			return nil, nil, err
+		}
+	}
+}
+
+// dialDirect connects to t.Addr under np (nil: no policy) and runs the handshake within ctx.
+func dialDirect(ctx context.Context, t Target, np *netpolicy.Policy) (*ssh.Client, error) {
+	nc, err := np.DialContext(ctx, "tcp", t.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", t.Addr, err)
 	}
@@ -647,7 +799,12 @@ func Dial(ctx context.Context, t Target, timeout time.Duration) (*ssh.Client, er
 		_ = tc.SetNoDelay(true)
 	}
 	// Bound the handshake: a server that accepts and then stalls (MaxStartups) must not hang us.
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	return handshake(ctx, nc, t, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+}
+
+// handshake runs the SSH handshake and authentication on nc, calling abort if ctx ends first.
+func handshake(ctx context.Context, nc net.Conn, t Target, abort func()) (*ssh.Client, error) {
+	stop := context.AfterFunc(ctx, abort)
 	cfg := *t.Config
 	sc, chans, reqs, err := ssh.NewClientConn(nc, t.Addr, &cfg)
 	if !stop() {
@@ -661,6 +818,14 @@ func Dial(ctx context.Context, t Target, timeout time.Duration) (*ssh.Client, er
 	return ssh.NewClient(sc, chans, reqs), nil
 }
 
+// isPermanentDialErr reports whether retrying the dial cannot help: the host key is wrong, the
+// network policy forbids the address, or the jump host refuses to forward.
+func isPermanentDialErr(err error) bool {
+	var oce *ssh.OpenChannelError
+	return errors.Is(err, ErrAuth) || errors.Is(err, ErrHostKey) || errors.Is(err, netpolicy.ErrDenied) || errors.Is(err, ErrNegotiation) ||
+		(errors.As(err, &oce) && oce.Reason == ssh.Prohibited)
+}
+
 func classifyDialErr(t Target, err error) error {
 	var hk *HostKeyError
 	switch {
@@ -668,6 +833,8 @@ func classifyDialErr(t Target, err error) error {
 		return fmt.Errorf("%w: %s: %w", ErrHostKey, t.Addr, err)
 	case strings.Contains(err.Error(), "unable to authenticate"):
 		return fmt.Errorf("%w for %s at %s: %w", ErrAuth, t.Config.User, t.Addr, err)
+	case strings.Contains(err.Error(), "no common algorithm"):
+		return fmt.Errorf("%w with %s: %w", ErrNegotiation, t.Addr, err)
 	}
 	return fmt.Errorf("ssh handshake with %s: %w", t.Addr, err)
 }
@@ -680,6 +847,8 @@ func dialResult(err error) string {
 		return "auth_failed"
 	case errors.Is(err, ErrHostKey):
 		return "host_key_mismatch"
+	case errors.Is(err, netpolicy.ErrDenied):
+		return "denied"
 	case isRefusal(err):
 		return "refused"
 	}
@@ -720,12 +889,14 @@ func (p *Pool) killLocked(c *conn) {
 			break
 		}
 	}
-	if h := p.hosts[kp.target.Addr]; h != nil {
-		h.conns--
-		if sh := h.owners[kp.key.owner()]; sh != nil {
-			sh.conns--
-			h.tidyShareLocked(kp.key.owner())
-		}
+	c.host.conns--
+	if sh := c.host.owners[kp.key.owner()]; sh != nil {
+		sh.conns--
+		c.host.tidyShareLocked(kp.key.owner())
+	}
+	if c.via != nil {
+		p.releaseTunnelLocked(c.via)
+		c.via = nil
 	}
 	go c.client.Close() // Close may block on a dead TCP peer; Wait in watch reaps it
 	p.checkDrainedLocked()
@@ -797,7 +968,7 @@ func (p *Pool) evictIdle(now time.Time) {
 	defer p.mu.Unlock()
 	for k, kp := range p.keys {
 		for _, c := range append([]*conn(nil), kp.conns...) {
-			if c.inUse == 0 && c.sftpUse == 0 && now.Sub(c.lastUsed) > p.cfg.IdleTimeout {
+			if c.inUse == 0 && c.sftpUse == 0 && c.tunnels == 0 && now.Sub(c.lastUsed) > p.cfg.IdleTimeout {
 				p.log.Info("ssh connection idle, closing", "key", kp.key.String())
 				p.killLocked(c)
 			}

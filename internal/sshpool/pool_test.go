@@ -21,14 +21,14 @@ import (
 
 func target(t *testing.T, srv *sshtest.Server, name string, signer ssh.Signer) Target {
 	t.Helper()
-	cb, err := HostKeyPolicy{Keys: []string{srv.AuthorizedHostKey()}}.Callback()
-	if err != nil {
+	cfg := &ssh.ClientConfig{User: srv.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}}
+	if err := (HostKeyPolicy{Keys: []string{srv.AuthorizedHostKey()}}).Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return Target{
 		Key:         Key{System: name, User: srv.User, Credential: ssh.FingerprintSHA256(signer.PublicKey())},
 		Addr:        srv.Addr,
-		Config:      &ssh.ClientConfig{User: srv.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: cb},
+		Config:      cfg,
 		MaxSessions: 10,
 	}
 }

@@ -305,7 +305,7 @@ func (p *Pool) Check(ctx context.Context, t Target) error {
 		p.mu.Unlock()
 		return ErrClosed
 	}
-	h := p.hostLocked(t.Addr)
+	h := p.hostLocked(t.hostID())
 	p.mu.Unlock()
 	timeout := p.cfg.DialTimeout
 	if d, ok := ctx.Deadline(); ok {
@@ -323,16 +323,17 @@ func (p *Pool) Check(ctx context.Context, t Target) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w: waiting to dial %s: %w", ErrUnavailable, t.Addr, ctx.Err())
 	}
-	client, err := Dial(ctx, t, timeout)
+	client, via, err := p.dial(ctx, t, timeout)
 	<-h.dialSem
 	p.metrics.dials.WithLabelValues(dialResult(err)).Inc()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.noteAuthLocked(h, t.Key.owner(), err)
 	kp := p.keyPoolLocked(t)
+	var je *JumpError
 	if err != nil {
 		kp.lastErr = err
-		if errors.Is(err, ErrAuth) {
+		if errors.Is(err, ErrAuth) && !errors.As(err, &je) {
 			kp.authErr = err
 			p.failWaitersLocked(kp, err)
 		}
@@ -343,10 +344,13 @@ func (p *Pool) Check(ctx context.Context, t Target) error {
 	if p.closing || len(kp.conns)+kp.dialing >= p.cfg.MaxConnsPerKey || h.conns+h.dialing >= p.cfg.MaxConnsPerHost ||
 		sh.conns+sh.dialing >= p.cfg.MaxConnsPerOwnerHost {
 		h.tidyShareLocked(t.Key.owner())
+		if via != nil {
+			p.releaseTunnelLocked(via)
+		}
 		go client.Close()
 		return nil
 	}
-	p.addConnLocked(kp, h, client)
+	p.addConnLocked(kp, h, client, via)
 	p.serveWaitersLocked(kp)
 	return nil
 }

@@ -42,6 +42,14 @@ type Options struct {
 	ExtraConfig string
 	// Dir holds the server's files; a new temporary directory when empty.
 	Dir string
+	// HostKeyTypes are the host keys the server has, of "rsa", "ecdsa" and "ed25519". Empty
+	// means all three, as a distribution's default sshd has (Debian: RSA, ECDSA and Ed25519).
+	HostKeyTypes []string
+	// HostCertificates signs every host key with a fresh test CA (Server.HostCA) and serves the
+	// certificates (HostCertificate), as centres that run a host CA do.
+	HostCertificates bool
+	// TrustedUserCAKeys are CAs whose user certificates the server accepts (TrustedUserCAKeys).
+	TrustedUserCAKeys []ssh.PublicKey
 }
 
 // Server is a running sshd and everything a client needs to reach it.
@@ -55,8 +63,12 @@ type Server struct {
 	User string
 	// Home is the remote account's home directory.
 	Home string
-	// HostKey is the server's public host key.
+	// HostKey is the server's Ed25519 public host key (or its first one without Ed25519).
 	HostKey ssh.PublicKey
+	// HostKeys are all the server's public host keys, in HostKeyTypes order.
+	HostKeys []ssh.PublicKey
+	// HostCA is the CA that signed the host certificates, when Options.HostCertificates.
+	HostCA ssh.PublicKey
 	// PrivateKeyPEM is an authorized client key in OpenSSH PEM form.
 	PrivateKeyPEM []byte
 	// Signer is PrivateKeyPEM parsed.
@@ -68,6 +80,7 @@ type Server struct {
 	cmd     *exec.Cmd
 	own     bool
 	keysDir string // world-readable: sshd reads authorized_keys as the remote user
+	opts    Options
 }
 
 // New starts a server for a test and stops it when the test ends. It fails the test if sshd
@@ -116,19 +129,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("privsep dir: %w", err)
 	}
 
-	s := &Server{User: opts.User, Home: home, Dir: opts.Dir, own: own}
-	hostPEM, hostPub, _, err := newKey()
-	if err != nil {
-		return nil, err
-	}
-	s.HostKey = hostPub
+	s := &Server{User: opts.User, Home: home, Dir: opts.Dir, own: own, opts: opts}
 	var clientPub ssh.PublicKey
 	s.PrivateKeyPEM, clientPub, s.Signer, err = newKey()
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(opts.Dir, "host_ed25519_key"), hostPEM, 0o600); err != nil {
-		return nil, fmt.Errorf("write host key: %w", err)
+	hostKeyLines, err := s.writeHostKeys(false)
+	if err != nil {
+		return nil, err
 	}
 	if s.keysDir, err = os.MkdirTemp("", "sshtest-keys-"); err != nil {
 		return nil, fmt.Errorf("keys dir: %w", err)
@@ -145,22 +154,32 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.Host, s.Port = "127.0.0.1", port
 	s.Addr = net.JoinHostPort(s.Host, strconv.Itoa(port))
+	if len(opts.TrustedUserCAKeys) > 0 {
+		var b []byte
+		for _, k := range opts.TrustedUserCAKeys {
+			b = append(b, ssh.MarshalAuthorizedKey(k)...)
+		}
+		if err := os.WriteFile(filepath.Join(opts.Dir, "user_ca.pub"), b, 0o644); err != nil {
+			return nil, fmt.Errorf("write user CA: %w", err)
+		}
+		hostKeyLines += fmt.Sprintf("TrustedUserCAKeys %s/user_ca.pub\n", opts.Dir)
+	}
+	// As Debian ships it: several host keys, PAM, the external sftp-server.
 	cfg := fmt.Sprintf(`Port %d
 ListenAddress 127.0.0.1
-HostKey %[2]s/host_ed25519_key
-PidFile %[2]s/sshd.pid
+%[6]sPidFile %[2]s/sshd.pid
 AuthorizedKeysFile %[5]s/authorized_keys
 StrictModes no
 PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
-UsePAM no
+UsePAM yes
 AllowUsers %[3]s
 PrintMotd no
 LogLevel VERBOSE
 Subsystem sftp /usr/lib/openssh/sftp-server
 %[4]s
-`, port, opts.Dir, opts.User, opts.ExtraConfig, s.keysDir)
+`, port, opts.Dir, opts.User, opts.ExtraConfig, s.keysDir, hostKeyLines)
 	if err := os.WriteFile(filepath.Join(opts.Dir, "sshd_config"), []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("write sshd_config: %w", err)
 	}
@@ -255,13 +274,14 @@ func (s *Server) tailLog() string {
 }
 
 // ClientConfig returns an x/crypto/ssh client config that authenticates with the test key and
-// verifies the host key strictly.
+// verifies the host key strictly (offering only HostKey's algorithm, so the server presents it).
 func (s *Server) ClientConfig() *ssh.ClientConfig {
 	return &ssh.ClientConfig{
-		User:            s.User,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(s.Signer)},
-		HostKeyCallback: ssh.FixedHostKey(s.HostKey),
-		Timeout:         10 * time.Second,
+		User:              s.User,
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(s.Signer)},
+		HostKeyCallback:   ssh.FixedHostKey(s.HostKey),
+		HostKeyAlgorithms: []string{s.HostKey.Type()},
+		Timeout:           10 * time.Second,
 	}
 }
 
@@ -327,6 +347,7 @@ func EnsureUser(ctx context.Context, name string) (string, error) {
 	return u.HomeDir, nil
 }
 
+// newKey makes an Ed25519 key.
 func newKey() (pemBytes []byte, pub ssh.PublicKey, signer ssh.Signer, err error) {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {

@@ -52,6 +52,12 @@ type System struct {
 	RootDir string
 	// Description is free text for people.
 	Description string
+	// Jump, if set, is the ID of another of the owner's systems through which
+	// connections to this one are made (OpenSSH's ProxyJump).
+	Jump string
+	// Ciphers and KeyExchanges restrict the SSH algorithms offered, in order
+	// of preference; empty means the client library's defaults.
+	Ciphers, KeyExchanges []string
 	// CreatedAt and UpdatedAt are set by the store.
 	CreatedAt, UpdatedAt time.Time
 }
@@ -108,8 +114,18 @@ type Store interface {
 	// ListSystems returns the owner's systems sorted by ID (never nil).
 	ListSystems(ctx context.Context, owner string) ([]System, error)
 	// UpdateSystem replaces every field of (s.Owner, s.ID) but CreatedAt,
-	// sets s.UpdatedAt and s.CreatedAt, or fails with ErrNotFound.
+	// sets s.UpdatedAt and s.CreatedAt, or fails with ErrNotFound. When
+	// s.UpdatedAt is not zero the update is conditional: it fails with
+	// ErrConflict if the stored row changed since (its UpdatedAt differs), so
+	// a read-modify-write never loses a concurrent change.
 	UpdateSystem(ctx context.Context, s *System) error
+	// PinHostKey records key (an authorized_keys line) as the system's only
+	// host key and clears TrustOnFirstUse, but only while the system has no
+	// host key and no fingerprint registered: a compare-and-set, so two
+	// first connections can never pin two keys. It returns the system as
+	// stored afterwards and whether this call pinned; ErrNotFound if the
+	// system does not exist.
+	PinHostKey(ctx context.Context, owner, id, key string) (*System, bool, error)
 	// DeleteSystem removes the owner's system and its credential, or fails
 	// with ErrNotFound.
 	DeleteSystem(ctx context.Context, owner, id string) error

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"path"
 	"strings"
 	"syscall"
 	"time"
@@ -198,7 +197,7 @@ func unescapeName(s string) string {
 // copyPair is one server-side copy.
 type copyPair struct{ src, dst string }
 
-// cpBatch copies each pair on the server with `cp -p -- 'src' 'dst'`, as few commands as
+// cpBatch copies each pair on the server with `rm -f -- 'dst' && cp -p -- 'src' 'dst'`, as few commands as
 // maxScript allows. It returns the error of each pair that failed.
 func cpBatch(ctx context.Context, r runner, pairs []copyPair, timeout time.Duration) (map[int]error, error) {
 	failed := map[int]error{}
@@ -208,7 +207,8 @@ func cpBatch(ctx context.Context, r runner, pairs []copyPair, timeout time.Durat
 		for end < len(pairs) {
 			p := pairs[end]
 			// Each failure prints a marker with the pair's index and cp's message on stdout.
-			line := fmt.Sprintf("cp -p -- %s %s 2>&1 | sed 's/^/%d /' ; ", shell.Quote(p.src), shell.Quote(p.dst), end)
+			// rm first: cp would write through a symlink already at the temporary name.
+			line := fmt.Sprintf("{ rm -f -- %[2]s && cp -p -- %[1]s %[2]s; } 2>&1 | sed 's/^/%[3]d /' ; ", shell.Quote(p.src), shell.Quote(p.dst), end)
 			if end > base && sb.Len()+len(line) > maxScript {
 				break
 			}
@@ -236,51 +236,4 @@ func cpBatch(ctx context.Context, r runner, pairs []copyPair, timeout time.Durat
 		base = end
 	}
 	return failed, nil
-}
-
-// resolvePath makes p absolute (relative to home) and clean, and keeps it inside root when root
-// is set, judging both the path as written and the server's canonical form of its existing
-// part, so a symlink cannot lead outside.
-func resolvePath(c *sftp.Client, home, root, p string) (string, error) {
-	abs := p
-	if !strings.HasPrefix(abs, "/") {
-		abs = path.Join(home, abs)
-	}
-	abs = path.Clean(abs)
-	if root == "" {
-		return abs, nil
-	}
-	if !strings.HasPrefix(root, "/") {
-		root = path.Join(home, root)
-	}
-	root = path.Clean(root)
-	canonRoot, err := c.RealPath(root)
-	if err != nil {
-		return "", fmt.Errorf("resolve root directory %s: %w", root, err)
-	}
-	if !within(root, abs) {
-		return "", permanent(fmt.Errorf("%s is outside the system's root directory %s", p, root))
-	}
-	// The nearest existing ancestor's canonical form, with the missing tail appended.
-	probe, tail := abs, ""
-	for {
-		canon, err := c.RealPath(probe)
-		if err == nil {
-			full := path.Join(canon, tail)
-			if !within(path.Clean(canonRoot), full) {
-				return "", permanent(fmt.Errorf("%s resolves to %s, outside the system's root directory", p, full))
-			}
-			return abs, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) || probe == "/" {
-			return "", fmt.Errorf("resolve %s: %w", probe, err)
-		}
-		tail = path.Join(path.Base(probe), tail)
-		probe = path.Dir(probe)
-	}
-}
-
-// within reports whether p is root or below it; both are clean absolute paths.
-func within(root, p string) bool {
-	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
+
+	"github.com/sshapi/sshapi/internal/confine"
 )
 
 // Why a run's context ended.
@@ -36,8 +38,9 @@ type run struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 
-	src, dst   System
-	srcR, dstR runner
+	src, dst         System
+	srcR, dstR       runner
+	srcRoot, dstRoot *confine.Root // root_dir confinement of each system, for this run
 
 	mu      sync.Mutex // guards items' fields, ranges, lastErr and the rate sample
 	items   []*Item
@@ -306,6 +309,7 @@ func (r *run) execute(ctx context.Context) error {
 	for round := 0; ; round++ {
 		pending := r.pending()
 		if len(pending) == 0 {
+			r.finishDirs(ctx)
 			return nil
 		}
 		if round > 0 {
@@ -339,6 +343,9 @@ func (r *run) setup(ctx context.Context) error {
 	r.streams = []*stream{{r: r}}
 	sc, dc, err := r.streams[0].clients(ctx)
 	if err != nil {
+		return err
+	}
+	if err := r.setupRoots(ctx, sc, dc); err != nil {
 		return err
 	}
 	if !r.t.planned {
@@ -456,21 +463,13 @@ func (r *run) pending() []*Item {
 
 // plan walks the source and returns the transfer's items.
 func (r *run) plan(ctx context.Context, sc, dc *sftp.Client) ([]Item, error) {
-	srcHome, err := sc.Getwd()
+	srcAbs, err := r.srcRoot.Resolve(ctx, sc, r.t.Source.Path, true)
 	if err != nil {
-		return nil, fmt.Errorf("source home directory: %w", err)
+		return nil, confined(fmt.Errorf("source: %w", err))
 	}
-	dstHome, err := dc.Getwd()
+	dstAbs, err := r.dstRoot.Resolve(ctx, dc, r.t.Destination.Path, true)
 	if err != nil {
-		return nil, fmt.Errorf("destination home directory: %w", err)
-	}
-	srcAbs, err := resolvePath(sc, srcHome, r.src.RootDir, r.t.Source.Path)
-	if err != nil {
-		return nil, fmt.Errorf("source: %w", err)
-	}
-	dstAbs, err := resolvePath(dc, dstHome, r.dst.RootDir, r.t.Destination.Path)
-	if err != nil {
-		return nil, fmt.Errorf("destination: %w", err)
+		return nil, confined(fmt.Errorf("destination: %w", err))
 	}
 	fi, err := sc.Stat(srcAbs)
 	if err != nil {
@@ -498,7 +497,7 @@ func (r *run) plan(ctx context.Context, sc, dc *sftp.Client) ([]Item, error) {
 		if dstExists && !dfi.IsDir() {
 			return nil, permanent(fmt.Errorf("destination %s exists and is not a directory", dstAbs))
 		}
-		if r.t.SameSystem && within(srcAbs, dstAbs) {
+		if r.t.SameSystem && confine.Within(srcAbs, dstAbs) {
 			return nil, permanent(fmt.Errorf("destination %s is inside the source %s", dstAbs, srcAbs))
 		}
 		return walk(ctx, sc, srcAbs, dstAbs)
@@ -546,7 +545,15 @@ func walk(ctx context.Context, sc *sftp.Client, srcRoot, dstRoot string) ([]Item
 }
 
 // round tries every pending item once: directories, symlinks, the sync check, then the files.
+// Every item is first checked against both systems' root directories.
 func (r *run) round(ctx context.Context, pending []*Item) error {
+	for _, s := range r.streams {
+		s.revive()
+	}
+	pending, err := r.checkItems(ctx, r.streams[0], pending)
+	if err != nil {
+		return err
+	}
 	var dirs, links, small, large []*Item
 	for _, it := range pending {
 		switch {
@@ -559,9 +566,6 @@ func (r *run) round(ctx context.Context, pending []*Item) error {
 		default:
 			large = append(large, it)
 		}
-	}
-	for _, s := range r.streams {
-		s.revive()
 	}
 	if err := r.doDirs(ctx, dirs); err != nil {
 		return err
@@ -684,6 +688,9 @@ func (r *run) doDirs(ctx context.Context, dirs []*Item) error {
 			_, dc, err := s.clients(ctx)
 			if err == nil {
 				err = mkdir(dc, it.Destination)
+			}
+			if err == nil && it.mode != 0 {
+				err = dc.Chmod(it.Destination, dirMode(it))
 			}
 			if err != nil {
 				s.fail(err)
@@ -1037,9 +1044,9 @@ func (r *run) copySmall(ctx context.Context, s *stream, it *Item) error {
 	}
 	r.resize(it, fi)
 	tmp := tempName(it.Destination, r.t.ID)
-	df, err := dc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	df, err := createTemp(dc, tmp)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
+		return err
 	}
 	err = r.copyRange(ctx, sf, df, 0, it.Size, it.Source)
 	if cerr := df.Close(); err == nil && cerr != nil {
@@ -1277,7 +1284,7 @@ func (r *run) prepare(ctx context.Context, s *stream, it *Item) error {
 	started := len(r.ranges[it.Seq]) > 0
 	r.mu.Unlock()
 	if started && !changed {
-		if tfi, err := dc.Stat(tmp); err != nil || tfi.Size() != it.Size {
+		if tfi, err := dc.Lstat(tmp); err != nil || !tfi.Mode().IsRegular() || tfi.Size() != it.Size {
 			r.e.log.Info("transfer: temporary file missing or resized; restarting the file", "id", r.t.ID, "file", it.Source)
 			changed = true
 		}
@@ -1301,9 +1308,9 @@ func (r *run) prepare(ctx context.Context, s *stream, it *Item) error {
 	if err := r.save(ctx, []*Item{it}); err != nil {
 		return err
 	}
-	f, err := dc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	f, err := createTemp(dc, tmp)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
+		return err
 	}
 	err = f.Truncate(it.Size)
 	if cerr := f.Close(); err == nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sync"
 	"time"
 
@@ -118,7 +117,7 @@ func (s *stream) files(ctx context.Context, it *Item, tmp string) (*sftp.File, *
 	if err != nil {
 		return nil, nil, fmt.Errorf("open source %s: %w", it.Source, err)
 	}
-	df, err := dc.OpenFile(tmp, os.O_WRONLY)
+	df, err := openTemp(dc, tmp)
 	if err != nil {
 		_ = sf.Close()
 		if errors.Is(err, fs.ErrNotExist) {

@@ -60,6 +60,9 @@ type TransferOptions struct {
 	Compare bool
 	// Verify is the transfers' verification (default sha256).
 	Verify string
+	// Ciphers, when set, replaces the runs above by an upload and a download per cipher: sshapi
+	// with a system whose ciphers list is just that cipher, beside `sftp -c` with Compare.
+	Ciphers []string
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
 }
@@ -131,7 +134,7 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 	rep.Meta.Versions = map[string]map[string]string{"sshapi": {"sshapi": service.Version}}
 	for i, path := range o.Paths {
 		var stops []func()
-		endpoint := func(id string) (bench.TransferEndpoint, error) {
+		endpoint := func(id string, fields map[string]any) (bench.TransferEndpoint, error) {
 			host, port := srv.Host, srv.Port
 			if path.RTT > 0 || path.Rate > 0 {
 				p, err := wanem.New(wanem.Config{Listen: "127.0.0.1:0", Upstream: srv.Addr, RTT: path.RTT, Rate: path.Rate})
@@ -145,7 +148,7 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 				a := p.Addr().(*net.TCPAddr)
 				host, port = a.IP.String(), a.Port
 			}
-			if err := registerAt(ctx, api, id, host, port, srv); err != nil {
+			if err := registerAt(ctx, api, id, host, port, srv, fields); err != nil {
 				return bench.TransferEndpoint{}, err
 			}
 			dir := filepath.Join(tmp, id)
@@ -160,12 +163,23 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 				s()
 			}
 		}
-		src, err := endpoint(fmt.Sprintf("xfer%d-a", i))
+		if len(o.Ciphers) > 0 {
+			err := runCiphers(ctx, o, path.Name(), func(c string) (bench.TransferEndpoint, error) {
+				return endpoint(fmt.Sprintf("xfer%d-%s", i, strings.NewReplacer("@", "_", "+", "_").Replace(c)), map[string]any{"ciphers": []string{c}})
+			}, &bench.TransferBench{API: api, Local: local, Size: o.Size, RemoteDir: remoteDir, Peers: o.Compare, SSHDPIDs: pids,
+				Progress: o.Progress, Report: rep})
+			stopAll()
+			if err != nil {
+				return rep, err
+			}
+			continue
+		}
+		src, err := endpoint(fmt.Sprintf("xfer%d-a", i), nil)
 		if err != nil {
 			stopAll()
 			return rep, err
 		}
-		dst, err := endpoint(fmt.Sprintf("xfer%d-b", i))
+		dst, err := endpoint(fmt.Sprintf("xfer%d-b", i), nil)
 		if err != nil {
 			stopAll()
 			return rep, err
@@ -182,11 +196,30 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 	rep.Meta.Notes = []string{
 		fmt.Sprintf("a %d MiB file of random bytes, once per point; MB/s is 10^6 bytes per second of wall time: one HTTP request for upload and download (sshapi streams the body through SFTP on a pooled connection), submit to `succeeded` for a system-to-system transfer (`POST /v1/transfers`, polled every 20 ms), process start to exit for OpenSSH", o.Size>>20),
 		"system-to-system transfers verify with " + o.Verify + " on both systems before they succeed (scp -3 verifies nothing); uploads and downloads do not verify",
+		"with a cipher: sshapi's system is registered with `ciphers: [that cipher]` (golang.org/x/crypto/ssh), OpenSSH runs `sftp -c` that cipher (OpenSSH's own implementation, usually OpenSSL's AES-NI code); the MAC is each side's default for the cipher (none for the AEAD ciphers)",
 		"OpenSSH peers: `sftp -b -` put / get to /dev/null, and `scp -3` relaying through this host, each a fresh process and connection over the same path (the same wanem proxies) as sshapi",
 		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms (a lower bound: a process shorter than that is missed)",
 		fmt.Sprintf("1-minute load average when the transfer runs started: %s; when they ended: %s", loadStart, loadAverage()),
 	}
 	return rep, nil
+}
+
+// runCiphers measures upload and download once per cipher in o.Ciphers on one path: endpoint
+// registers a system limited to the cipher, and tmpl (its API, file and report) is copied for
+// each.
+func runCiphers(ctx context.Context, o TransferOptions, path string, endpoint func(cipher string) (bench.TransferEndpoint, error), tmpl *bench.TransferBench) error {
+	for _, c := range o.Ciphers {
+		ep, err := endpoint(c)
+		if err != nil {
+			return err
+		}
+		tb := *tmpl
+		tb.Path, tb.Src, tb.Cipher = path, ep, c
+		if err := tb.RunUpDown(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func randomFile(path string, size int64) error {
@@ -235,8 +268,12 @@ func startService(ctx context.Context, dataDir string) (*bench.API, func(), erro
 
 // registerAt creates system id at host:port (srv itself or a proxy in front of it) and stores
 // srv's key as the credential.
-func registerAt(ctx context.Context, api *bench.API, id, host string, port int, srv *sshtest.Server) error {
-	if err := api.Call(ctx, "POST", "/v1/systems", map[string]any{"id": id, "host": host, "port": port, "host_keys": []string{srv.AuthorizedHostKey()}}, 201, nil); err != nil {
+func registerAt(ctx context.Context, api *bench.API, id, host string, port int, srv *sshtest.Server, fields map[string]any) error {
+	body := map[string]any{"id": id, "host": host, "port": port, "host_keys": []string{srv.AuthorizedHostKey()}}
+	for k, v := range fields {
+		body[k] = v
+	}
+	if err := api.Call(ctx, "POST", "/v1/systems", body, 201, nil); err != nil {
 		return fmt.Errorf("register system %s: %w", id, err)
 	}
 	if err := api.Call(ctx, "PUT", "/v1/systems/"+id+"/credential", map[string]any{"username": srv.User, "private_key": string(srv.PrivateKeyPEM)}, 200, nil); err != nil {

@@ -142,7 +142,8 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
 const systemColumns = `owner, id, host, port, host_keys, host_key_fingerprints,
-	trust_on_first_use, max_sessions, root_dir, description, created_at, updated_at`
+	trust_on_first_use, max_sessions, root_dir, description, created_at, updated_at,
+	jump, ciphers, key_exchanges`
 
 // CreateSystem implements store.Store.
 func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
@@ -153,11 +154,15 @@ func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
 	if err != nil {
 		return err
 	}
+	ciphers, kex, err := encodeAlgorithms(s)
+	if err != nil {
+		return err
+	}
 	t := now()
 	_, err = d.db.ExecContext(ctx, `INSERT INTO systems (`+systemColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.Owner, s.ID, s.Host, s.Port, keys, fps, s.TrustOnFirstUse, s.MaxSessions,
-		s.RootDir, s.Description, t.UnixMicro(), t.UnixMicro())
+		s.RootDir, s.Description, t.UnixMicro(), t.UnixMicro(), s.Jump, ciphers, kex)
 	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
 		return fmt.Errorf("system %q: %w", s.ID, store.ErrConflict)
 	}
@@ -208,22 +213,60 @@ func (d *DB) UpdateSystem(ctx context.Context, s *store.System) error {
 	if err != nil {
 		return err
 	}
+	ciphers, kex, err := encodeAlgorithms(s)
+	if err != nil {
+		return err
+	}
 	t := now()
 	var created int64
 	err = d.db.QueryRowContext(ctx, `UPDATE systems SET host = ?, port = ?, host_keys = ?,
 		host_key_fingerprints = ?, trust_on_first_use = ?, max_sessions = ?, root_dir = ?,
-		description = ?, updated_at = ?
-		WHERE owner = ? AND id = ? RETURNING created_at`,
+		description = ?, updated_at = ?, jump = ?, ciphers = ?, key_exchanges = ?
+		WHERE owner = ? AND id = ? AND (? = 0 OR updated_at = ?) RETURNING created_at`,
 		s.Host, s.Port, keys, fps, s.TrustOnFirstUse, s.MaxSessions, s.RootDir,
-		s.Description, t.UnixMicro(), s.Owner, s.ID).Scan(&created)
+		s.Description, t.UnixMicro(), s.Jump, ciphers, kex, s.Owner, s.ID,
+		unixMicroOrZero(s.UpdatedAt), unixMicroOrZero(s.UpdatedAt)).Scan(&created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("system %q: %w", s.ID, store.ErrNotFound)
+		if _, gerr := d.GetSystem(ctx, s.Owner, s.ID); gerr != nil {
+			return gerr
+		}
+		return fmt.Errorf("system %q changed concurrently: %w", s.ID, store.ErrConflict)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlite: update system: %w", err)
 	}
 	s.CreatedAt, s.UpdatedAt = fromMicros(created), t
 	return nil
+}
+
+func unixMicroOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// PinHostKey implements store.Store.
+func (d *DB) PinHostKey(ctx context.Context, owner, id, key string) (*store.System, bool, error) {
+	keys, err := json.Marshal([]string{key})
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: encode host key: %w", err)
+	}
+	res, err := d.db.ExecContext(ctx, `UPDATE systems SET host_keys = ?, trust_on_first_use = 0, updated_at = ?
+		WHERE owner = ? AND id = ? AND host_keys = '[]' AND host_key_fingerprints = '[]'`,
+		string(keys), now().UnixMicro(), owner, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: pin host key: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, false, fmt.Errorf("sqlite: pin host key: %w", err)
+	}
+	sys, err := d.GetSystem(ctx, owner, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return sys, n == 1, nil
 }
 
 // DeleteSystem implements store.Store. The credential goes with it through
@@ -369,11 +412,19 @@ func scanSystem(r scanner) (*store.System, error) {
 	var (
 		s                store.System
 		keys, fps        string
+		ciphers, kex     string
 		created, updated int64
 	)
 	if err := r.Scan(&s.Owner, &s.ID, &s.Host, &s.Port, &keys, &fps, &s.TrustOnFirstUse,
-		&s.MaxSessions, &s.RootDir, &s.Description, &created, &updated); err != nil {
+		&s.MaxSessions, &s.RootDir, &s.Description, &created, &updated,
+		&s.Jump, &ciphers, &kex); err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal([]byte(ciphers), &s.Ciphers); err != nil {
+		return nil, fmt.Errorf("ciphers of %q: %w", s.ID, err)
+	}
+	if err := json.Unmarshal([]byte(kex), &s.KeyExchanges); err != nil {
+		return nil, fmt.Errorf("key_exchanges of %q: %w", s.ID, err)
 	}
 	if err := json.Unmarshal([]byte(keys), &s.HostKeys); err != nil {
 		return nil, fmt.Errorf("host_keys of %q: %w", s.ID, err)
@@ -397,6 +448,20 @@ func encodeLists(s *store.System) (keys, fps string, err error) {
 		return "", "", fmt.Errorf("sqlite: encode host key fingerprints: %w", err)
 	}
 	return string(k), string(f), nil
+}
+
+// encodeAlgorithms returns the system's cipher and key exchange lists as
+// JSON arrays ("[]" for nil).
+func encodeAlgorithms(s *store.System) (ciphers, kex string, err error) {
+	c, err := json.Marshal(nonNilStrings(s.Ciphers))
+	if err != nil {
+		return "", "", fmt.Errorf("sqlite: encode ciphers: %w", err)
+	}
+	k, err := json.Marshal(nonNilStrings(s.KeyExchanges))
+	if err != nil {
+		return "", "", fmt.Errorf("sqlite: encode key exchanges: %w", err)
+	}
+	return string(c), string(k), nil
 }
 
 func nonNilStrings(s []string) []string {

@@ -31,6 +31,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"InvalidKeys", testInvalidKeys},
 		{"ListSystems", testListSystems},
 		{"UpdateSystem", testUpdateSystem},
+		{"UpdateSystemConditional", testUpdateSystemConditional},
+		{"PinHostKey", testPinHostKey},
+		{"PinHostKeyConcurrent", testPinHostKeyConcurrent},
+		{"JumpAndAlgorithms", testJumpAndAlgorithms},
 		{"DeleteSystem", testDeleteSystem},
 		{"NotFound", testNotFound},
 		{"OwnerIsolation", testOwnerIsolation},
@@ -63,6 +67,9 @@ func sampleSystem(owner, id string) *store.System {
 		MaxSessions:         9,
 		RootDir:             "/scratch/" + owner,
 		Description:         "cluster " + id + " of " + owner,
+		Jump:                "bastion-of-" + id,
+		Ciphers:             []string{"aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com"},
+		KeyExchanges:        []string{"curve25519-sha256"},
 	}
 }
 
@@ -93,6 +100,12 @@ func sameSystem(t *testing.T, got, want *store.System) {
 		}
 		if len(s.HostKeyFingerprints) == 0 {
 			s.HostKeyFingerprints = nil
+		}
+		if len(s.Ciphers) == 0 {
+			s.Ciphers = nil
+		}
+		if len(s.KeyExchanges) == 0 {
+			s.KeyExchanges = nil
 		}
 		return s
 	}
@@ -262,6 +275,45 @@ func testUpdateSystem(t *testing.T, s store.Store) {
 	sameSystem(t, got, upd)
 	if !got.CreatedAt.Equal(orig.CreatedAt) || !got.UpdatedAt.After(orig.UpdatedAt) {
 		t.Errorf("after update CreatedAt %v UpdatedAt %v; original %v %v", got.CreatedAt, got.UpdatedAt, orig.CreatedAt, orig.UpdatedAt)
+	}
+}
+
+// testJumpAndAlgorithms checks that the jump host and the cipher and key
+// exchange lists round-trip in order, change on update and can be cleared.
+func testJumpAndAlgorithms(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	sys := &store.System{Owner: "alice", ID: "inner", Host: "10.0.0.5", Port: 22, Jump: "bastion",
+		Ciphers:      []string{"chacha20-poly1305@openssh.com", "aes128-ctr"},
+		KeyExchanges: []string{"sntrup761x25519-sha512@openssh.com", "curve25519-sha256"}}
+	mustCreate(t, s, sys)
+	got, err := s.GetSystem(ctx, "alice", "inner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Jump != "bastion" || !slices.Equal(got.Ciphers, sys.Ciphers) || !slices.Equal(got.KeyExchanges, sys.KeyExchanges) {
+		t.Fatalf("got jump %q ciphers %v kex %v, want %q %v %v", got.Jump, got.Ciphers, got.KeyExchanges, sys.Jump, sys.Ciphers, sys.KeyExchanges)
+	}
+	got.Jump, got.Ciphers, got.KeyExchanges = "other", []string{"aes256-ctr"}, nil
+	if err := s.UpdateSystem(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListSystems(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Jump != "other" || !slices.Equal(list[0].Ciphers, []string{"aes256-ctr"}) || len(list[0].KeyExchanges) != 0 {
+		t.Fatalf("after update: %+v", list)
+	}
+	got.Jump, got.Ciphers = "", nil
+	if err := s.UpdateSystem(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.GetSystem(ctx, "alice", "inner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Jump != "" || len(again.Ciphers) != 0 {
+		t.Fatalf("cleared jump/ciphers read back as %q %v", again.Jump, again.Ciphers)
 	}
 }
 

@@ -1,0 +1,260 @@
+// Package confine keeps remote paths inside a system's root directory (root_dir). It is the one
+// implementation of that rule: file operations, transfers (every item, both ends) and archive
+// extraction all ask a Root.
+//
+// A path is judged twice: as written (made absolute against the home directory and cleaned, it
+// must lie below the root as configured) and as the server sees it (every symlink along the way
+// followed, it must lie below the root's canonical form). The second judgement asks the server:
+// SFTP realpath for the part that exists, and, where realpath fails because something does not
+// exist, lstat and readlink of that component, so that a dangling symlink (the next file created
+// through it would land wherever it points) is followed too. A name that does not exist yet is
+// judged by its parent directory.
+//
+// The check and the operation that follows it are separate SFTP requests: someone who can change
+// the remote tree between them (a shell on the system) is not stopped by a Root. It stops what an
+// API caller can do with paths alone.
+package confine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+)
+
+// ErrOutside reports a path that leaves the root directory.
+var ErrOutside = errors.New("path is outside the allowed root directory")
+
+// ErrInvalid reports a path that cannot name a file: empty or containing a NUL byte.
+var ErrInvalid = errors.New("invalid path")
+
+// maxLinks bounds the symlinks followed by hand (dangling ones) while resolving one path, like
+// the kernel's ELOOP limit.
+const maxLinks = 40
+
+// maxCachedDirs bounds the directories a Root remembers; the memory is forgotten when full.
+const maxCachedDirs = 4096
+
+// Client is the part of an SFTP client (*sftp.Client) a Root needs.
+type Client interface {
+	RealPath(p string) (string, error)
+	Lstat(p string) (os.FileInfo, error)
+	ReadLink(p string) (string, error)
+}
+
+// Root confines paths to one directory tree on one system. The zero value is not usable; build
+// one with New. A Root holds no connection: every check is given the client to ask, so that one
+// Root serves a transfer whose connections come and go (all to the same system). It remembers
+// the canonical form of the directories it resolved, so a Root lives as long as one request or
+// one transfer run, not longer. It is safe for concurrent use.
+type Root struct {
+	home  string // absolute, clean
+	lex   string // the root as configured, absolute and clean; "" when unconfined
+	canon string // the server's canonical form of lex
+
+	mu   sync.Mutex
+	dirs map[string]string // canonical forms of directories already resolved
+}
+
+// New returns the Root for rootDir on the system c talks to. home is the remote user's home
+// directory (absolute), the base of relative paths and of a relative rootDir. An empty rootDir
+// confines nothing: Resolve then only makes paths absolute and clean. The server is asked once
+// for the canonical root.
+func New(ctx context.Context, c Client, home, rootDir string) (*Root, error) {
+	if !strings.HasPrefix(home, "/") {
+		return nil, fmt.Errorf("home directory %q is not absolute", home)
+	}
+	r := &Root{home: path.Clean(home), dirs: map[string]string{}}
+	if rootDir == "" {
+		return r, nil
+	}
+	r.lex = r.join(rootDir)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	canon, err := c.RealPath(r.lex)
+	if err != nil {
+		return nil, fmt.Errorf("resolve root directory %s: %w", r.lex, err)
+	}
+	r.canon = path.Clean(canon)
+	return r, nil
+}
+
+// Dir returns the root directory as configured (absolute, clean), or "" when unconfined.
+func (r *Root) Dir() string { return r.lex }
+
+// Confined reports whether the Root confines anything.
+func (r *Root) Confined() bool { return r.lex != "" }
+
+// join makes p absolute against home and clean.
+func (r *Root) join(p string) string {
+	if strings.HasPrefix(p, "/") {
+		return path.Clean(p)
+	}
+	return path.Join(r.home, p)
+}
+
+// Abs makes p absolute (relative paths start at home) and clean without asking the server, and
+// checks it lies below the root as configured. It refuses an empty path and a NUL byte with
+// ErrInvalid.
+func (r *Root) Abs(p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("empty path: %w", ErrInvalid)
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("path contains a NUL byte: %w", ErrInvalid)
+	}
+	abs := r.join(p)
+	if r.lex != "" && !Within(r.lex, abs) {
+		return "", fmt.Errorf("%s: %w", abs, ErrOutside)
+	}
+	return abs, nil
+}
+
+// Resolve is Abs followed by Check: the returned path is absolute, clean and confined.
+func (r *Root) Resolve(ctx context.Context, c Client, p string, followFinal bool) (string, error) {
+	abs, err := r.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return abs, r.Check(ctx, c, abs, followFinal)
+}
+
+// Check verifies that the absolute clean path abs stays below the root once the server resolves
+// it. With followFinal false the last component is not dereferenced: that suits operations on a
+// name itself (lstat, remove, rename onto it, creating it). The root itself is always taken as
+// its target.
+func (r *Root) Check(ctx context.Context, c Client, abs string, followFinal bool) error {
+	if r.lex == "" {
+		return nil
+	}
+	if !Within(r.lex, abs) {
+		return fmt.Errorf("%s: %w", abs, ErrOutside)
+	}
+	hops := 0
+	canon, err := r.canonical(ctx, c, abs, followFinal || abs == r.lex, &hops)
+	if err != nil {
+		return err
+	}
+	if !Within(r.canon, canon) {
+		return fmt.Errorf("%s resolves to %s: %w", abs, canon, ErrOutside)
+	}
+	return nil
+}
+
+// canonical returns the server's view of abs with every symlink followed (the last one only
+// with followFinal); names that do not exist are appended to their nearest existing ancestor's
+// canonical form.
+func (r *Root) canonical(ctx context.Context, c Client, abs string, followFinal bool, hops *int) (string, error) {
+	if abs == "/" {
+		return "/", nil
+	}
+	if !followFinal {
+		dir, err := r.canonDir(ctx, c, path.Dir(abs), hops)
+		if err != nil {
+			return "", err
+		}
+		return path.Join(dir, path.Base(abs)), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if dir, ok := r.cachedDir(path.Dir(abs)); ok {
+		// The parent is known: one lstat tells whether the name adds a symlink.
+		fi, err := c.Lstat(abs)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return path.Join(dir, path.Base(abs)), nil
+		case err != nil:
+			return "", fmt.Errorf("lstat %s: %w", abs, err)
+		case fi.Mode()&fs.ModeSymlink == 0:
+			return path.Join(dir, path.Base(abs)), nil
+		}
+	}
+	real, err := c.RealPath(abs)
+	if err == nil {
+		return path.Clean(real), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("resolve %s: %w", abs, err)
+	}
+	// Something along abs is missing: abs itself, an ancestor, or what a symlink points to.
+	fi, lerr := c.Lstat(abs)
+	switch {
+	case lerr == nil && fi.Mode()&fs.ModeSymlink != 0:
+		return r.follow(ctx, c, abs, hops)
+	case lerr != nil && !errors.Is(lerr, fs.ErrNotExist):
+		return "", fmt.Errorf("lstat %s: %w", abs, lerr)
+	}
+	dir, err := r.canonDir(ctx, c, path.Dir(abs), hops)
+	if err != nil {
+		return "", err
+	}
+	return path.Join(dir, path.Base(abs)), nil
+}
+
+// canonDir is canonical for a parent directory, remembered for the Root's lifetime: the items of
+// a transfer or an archive share few directories.
+func (r *Root) canonDir(ctx context.Context, c Client, dir string, hops *int) (string, error) {
+	if v, ok := r.cachedDir(dir); ok {
+		return v, nil
+	}
+	v, err := r.canonical(ctx, c, dir, true, hops)
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	if len(r.dirs) >= maxCachedDirs {
+		clear(r.dirs)
+	}
+	r.dirs[dir] = v
+	r.mu.Unlock()
+	return v, nil
+}
+
+// cachedDir returns the remembered canonical form of dir.
+func (r *Root) cachedDir(dir string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.dirs[dir]
+	return v, ok
+}
+
+// follow resolves the dangling symlink at abs one component of its target at a time, since a
+// ".." after a symlink in the target is not the lexical parent.
+func (r *Root) follow(ctx context.Context, c Client, abs string, hops *int) (string, error) {
+	if *hops++; *hops > maxLinks {
+		return "", fmt.Errorf("resolve %s: too many levels of symbolic links: %w", abs, ErrInvalid)
+	}
+	target, err := c.ReadLink(abs)
+	if err != nil {
+		return "", fmt.Errorf("readlink %s: %w", abs, err)
+	}
+	cur := "/"
+	if !strings.HasPrefix(target, "/") {
+		if cur, err = r.canonDir(ctx, c, path.Dir(abs), hops); err != nil {
+			return "", err
+		}
+	}
+	for _, comp := range strings.Split(target, "/") {
+		switch comp {
+		case "", ".":
+		case "..":
+			cur = path.Dir(cur) // cur is canonical: its lexical parent is its real parent
+		default:
+			if cur, err = r.canonical(ctx, c, path.Join(cur, comp), true, hops); err != nil {
+				return "", err
+			}
+		}
+	}
+	return cur, nil
+}
+
+// Within reports whether p is dir or below it; both are clean absolute paths.
+func Within(dir, p string) bool {
+	return dir == "/" || p == dir || strings.HasPrefix(p, dir+"/")
+}

@@ -1,0 +1,135 @@
+package confine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sshapi/sshapi/internal/sshtest"
+)
+
+// TestCheck judges paths against a root on a real sshd: lexical escapes, symlinks (existing and
+// dangling) leading out, and ".." after a symlink inside a dangling link's target.
+func TestCheck(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	conn, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c, err := sftp.NewClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+
+	dir := srv.MkTemp(t)
+	root := filepath.Join(dir, "root")
+	out := filepath.Join(dir, "outside")
+	for _, d := range []string{root + "/sub", out} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links := map[string]string{
+		"esc":     out,                   // existing, absolute, out
+		"rel":     "../outside",          // existing, relative, out
+		"inner":   "sub",                 // existing, inside
+		"dangOut": out + "/new",          // dangling, out
+		"dangIn":  "sub/new",             // dangling, inside
+		"dotdot":  "esc/../nothing",      // dangling; lexically inside, really out
+		"chain":   "dangOut",             // dangling through another dangling link
+		"loop":    "loop2",               // a loop
+		"loop2":   "loop",                //
+		"selfDir": ".",                   // the root itself
+		"viaSelf": "selfDir/../escaped",  // dangling; ".." after a link to the root leaves it
+		"deep":    "sub/../sub/deep-new", // dangling, inside
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("chown", "-R", srv.User+":", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	ctx := context.Background()
+	j := func(p string) string { return filepath.Join(root, p) }
+	cases := []struct {
+		p           string
+		followFinal bool
+		want        error // nil: inside
+	}{
+		{j("sub"), true, nil},
+		{j("sub/missing/deeper"), true, nil},
+		{j("inner/x"), true, nil},
+		{j("dangIn"), true, nil},
+		{j("deep"), true, nil},
+		{j("esc"), false, nil}, // the link itself
+		{j("dangOut"), false, nil},
+		{root, true, nil},
+		{dir, true, ErrOutside},
+		{j("../outside"), true, ErrOutside},
+		{"/etc/passwd", true, ErrOutside},
+		{j("esc"), true, ErrOutside},
+		{j("esc/new"), false, ErrOutside},
+		{j("rel/x"), true, ErrOutside},
+		{j("dangOut"), true, ErrOutside},
+		{j("dangOut/x"), false, ErrOutside},
+		{j("dotdot"), true, ErrOutside},
+		{j("chain"), true, ErrOutside},
+		{j("viaSelf"), true, ErrOutside},
+		{j("loop"), true, errAny},
+	}
+	// Each case is judged by a fresh Root (realpath first) and by one that already knows every
+	// parent directory (lstat first).
+	warm, err := New(ctx, c, srv.Home, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pass, name := range []string{"cold", "warm", "warm again"} {
+		for _, tc := range cases {
+			rt := warm
+			if pass == 0 {
+				if rt, err = New(ctx, c, srv.Home, root); err != nil {
+					t.Fatal(err)
+				}
+			}
+			abs, err := rt.Abs(tc.p)
+			if err == nil {
+				err = rt.Check(ctx, c, abs, tc.followFinal)
+			}
+			switch {
+			case tc.want == nil && err != nil:
+				t.Errorf("%s: %s (follow %v): refused: %v", name, tc.p, tc.followFinal, err)
+			case tc.want == errAny && err == nil:
+				t.Errorf("%s: %s (follow %v): allowed", name, tc.p, tc.followFinal)
+			case tc.want != nil && tc.want != errAny && !errors.Is(err, tc.want):
+				t.Errorf("%s: %s (follow %v): %v, want %v", name, tc.p, tc.followFinal, err, tc.want)
+			}
+		}
+	}
+
+	// Unconfined: paths are only made absolute; bad paths are refused.
+	u, err := New(ctx, c, srv.Home, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := u.Resolve(ctx, c, "a//b/../c", true); err != nil || p != filepath.Join(srv.Home, "a/c") {
+		t.Errorf("unconfined resolve: %q %v", p, err)
+	}
+	for _, bad := range []string{"", "a\x00b"} {
+		if _, err := u.Abs(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// errAny marks a case that must be refused for any reason.
+var errAny = errors.New("any error")

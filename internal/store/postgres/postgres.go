@@ -1,0 +1,345 @@
+// Package postgres implements store.Store on PostgreSQL with pgx, with embedded goose
+// migrations, so that several sshapi instances can share one database.
+//
+// Conflicts are recognised by PostgreSQL's SQLSTATE codes (unique_violation), never by matching
+// error text. Read-modify-write operations are single conditional statements (UpdateSystem with
+// the UpdatedAt it read, PinHostKey only while no key is registered), so they are safe with any
+// number of instances.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/sshapi/sshapi/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// uniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
+const uniqueViolation = "23505"
+
+// DB is a store.Store backed by a PostgreSQL database. It is safe for concurrent use.
+type DB struct {
+	pool *pgxpool.Pool
+}
+
+var _ store.Store = (*DB)(nil)
+
+// Open connects to the database at url (postgres://…) and applies pending migrations.
+func Open(ctx context.Context, url string) (*DB, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := Migrate(ctx, pool, migrations); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &DB{pool: pool}, nil
+}
+
+// Migrate applies the numbered goose migrations at the top of fsys (a migrations/ directory
+// embedded by the caller) that have not run yet. Concurrent instances starting at once are
+// serialised by goose's session lock.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS) error {
+	sub, err := fs.Sub(fsys, "migrations")
+	if err != nil {
+		return fmt.Errorf("postgres: migrations: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return fmt.Errorf("postgres: migration lock: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("postgres: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return nil
+}
+
+// Pool returns the connection pool, for components that share the database.
+func (d *DB) Pool() *pgxpool.Pool { return d.pool }
+
+// Ping checks that the database answers.
+func (d *DB) Ping(ctx context.Context) error {
+	if err := d.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (d *DB) Close() error {
+	d.pool.Close()
+	return nil
+}
+
+// now returns the current time as the store keeps it: UTC, microseconds.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func isCode(err error, code string) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == code
+}
+
+const systemColumns = `owner, id, host, port, host_keys, host_key_fingerprints,
+	trust_on_first_use, max_sessions, root_dir, description, created_at, updated_at,
+	jump, ciphers, key_exchanges`
+
+func scanSystem(r pgx.Row) (*store.System, error) {
+	var s store.System
+	if err := r.Scan(&s.Owner, &s.ID, &s.Host, &s.Port, &s.HostKeys, &s.HostKeyFingerprints, &s.TrustOnFirstUse,
+		&s.MaxSessions, &s.RootDir, &s.Description, &s.CreatedAt, &s.UpdatedAt, &s.Jump, &s.Ciphers, &s.KeyExchanges); err != nil {
+		return nil, err
+	}
+	s.HostKeys, s.HostKeyFingerprints = nonNilStrings(s.HostKeys), nonNilStrings(s.HostKeyFingerprints)
+	s.Ciphers, s.KeyExchanges = nonNilStrings(s.Ciphers), nonNilStrings(s.KeyExchanges)
+	s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+	return &s, nil
+}
+
+// CreateSystem implements store.Store.
+func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
+	if err := store.ValidateKey(s.Owner, s.ID); err != nil {
+		return err
+	}
+	t := now()
+	_, err := d.pool.Exec(ctx, `INSERT INTO systems (`+systemColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14)`,
+		s.Owner, s.ID, s.Host, s.Port, nonNilStrings(s.HostKeys), nonNilStrings(s.HostKeyFingerprints),
+		s.TrustOnFirstUse, s.MaxSessions, s.RootDir, s.Description, t, s.Jump, nonNilStrings(s.Ciphers),
+		nonNilStrings(s.KeyExchanges))
+	if isCode(err, uniqueViolation) {
+		return fmt.Errorf("system %q: %w", s.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: create system: %w", err)
+	}
+	s.CreatedAt, s.UpdatedAt = t, t
+	return nil
+}
+
+// GetSystem implements store.Store.
+func (d *DB) GetSystem(ctx context.Context, owner, id string) (*store.System, error) {
+	s, err := scanSystem(d.pool.QueryRow(ctx, `SELECT `+systemColumns+` FROM systems WHERE owner = $1 AND id = $2`, owner, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("system %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get system: %w", err)
+	}
+	return s, nil
+}
+
+// ListSystems implements store.Store.
+func (d *DB) ListSystems(ctx context.Context, owner string) ([]store.System, error) {
+	rows, err := d.pool.Query(ctx, `SELECT `+systemColumns+` FROM systems WHERE owner = $1 ORDER BY id COLLATE "C"`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list systems: %w", err)
+	}
+	defer rows.Close()
+	out := []store.System{}
+	for rows.Next() {
+		s, err := scanSystem(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: list systems: %w", err)
+		}
+		out = append(out, *s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list systems: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSystem implements store.Store.
+func (d *DB) UpdateSystem(ctx context.Context, s *store.System) error {
+	t := now()
+	var prev *time.Time
+	if !s.UpdatedAt.IsZero() {
+		p := s.UpdatedAt.UTC().Truncate(time.Microsecond)
+		prev = &p
+	}
+	var created time.Time
+	err := d.pool.QueryRow(ctx, `UPDATE systems SET host = $1, port = $2, host_keys = $3,
+		host_key_fingerprints = $4, trust_on_first_use = $5, max_sessions = $6, root_dir = $7,
+		description = $8, updated_at = $9, jump = $13, ciphers = $14, key_exchanges = $15
+		WHERE owner = $10 AND id = $11 AND ($12::timestamptz IS NULL OR updated_at = $12) RETURNING created_at`,
+		s.Host, s.Port, nonNilStrings(s.HostKeys), nonNilStrings(s.HostKeyFingerprints), s.TrustOnFirstUse,
+		s.MaxSessions, s.RootDir, s.Description, t, s.Owner, s.ID, prev, s.Jump, nonNilStrings(s.Ciphers),
+		nonNilStrings(s.KeyExchanges)).Scan(&created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, gerr := d.GetSystem(ctx, s.Owner, s.ID); gerr != nil {
+			return gerr
+		}
+		return fmt.Errorf("system %q changed concurrently: %w", s.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: update system: %w", err)
+	}
+	s.CreatedAt, s.UpdatedAt = created.UTC(), t
+	return nil
+}
+
+// PinHostKey implements store.Store.
+func (d *DB) PinHostKey(ctx context.Context, owner, id, key string) (*store.System, bool, error) {
+	tag, err := d.pool.Exec(ctx, `UPDATE systems SET host_keys = ARRAY[$1::text], trust_on_first_use = false, updated_at = $2
+		WHERE owner = $3 AND id = $4 AND cardinality(host_keys) = 0 AND cardinality(host_key_fingerprints) = 0`,
+		key, now(), owner, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("postgres: pin host key: %w", err)
+	}
+	sys, err := d.GetSystem(ctx, owner, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return sys, tag.RowsAffected() == 1, nil
+}
+
+// DeleteSystem implements store.Store. The credential goes with it (ON DELETE CASCADE).
+func (d *DB) DeleteSystem(ctx context.Context, owner, id string) error {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM systems WHERE owner = $1 AND id = $2`, owner, id)
+	if err != nil {
+		return fmt.Errorf("postgres: delete system: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("system %q: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+const credentialColumns = `owner, system_id, username, key_type, public_key_fingerprint,
+	certificate, sealed_key_id, sealed_wrapped_key, sealed_ciphertext, generation, created_at`
+
+// PutCredential implements store.Store.
+func (d *DB) PutCredential(ctx context.Context, c *store.Credential) error {
+	if err := store.ValidateKey(c.Owner, c.SystemID); err != nil {
+		return err
+	}
+	t := now()
+	var gen int64
+	// One statement: the credential is written only if the system exists, with the next
+	// generation from the sequence.
+	err := d.pool.QueryRow(ctx, `INSERT INTO credentials (`+credentialColumns+`)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, nextval('credential_generation'), $10
+		FROM systems WHERE owner = $1 AND id = $2
+		ON CONFLICT (owner, system_id) DO UPDATE SET
+			username = excluded.username, key_type = excluded.key_type,
+			public_key_fingerprint = excluded.public_key_fingerprint, certificate = excluded.certificate,
+			sealed_key_id = excluded.sealed_key_id, sealed_wrapped_key = excluded.sealed_wrapped_key,
+			sealed_ciphertext = excluded.sealed_ciphertext, generation = excluded.generation,
+			created_at = excluded.created_at
+		RETURNING generation`,
+		c.Owner, c.SystemID, c.Username, c.KeyType, c.PublicKeyFingerprint, c.Certificate,
+		c.Sealed.KeyID, nonNil(c.Sealed.WrappedKey), nonNil(c.Sealed.Ciphertext), t).Scan(&gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("system %q: %w", c.SystemID, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: put credential: %w", err)
+	}
+	c.Generation, c.CreatedAt = gen, t
+	return nil
+}
+
+// GetCredential implements store.Store.
+func (d *DB) GetCredential(ctx context.Context, owner, systemID string) (*store.Credential, error) {
+	var c store.Credential
+	err := d.pool.QueryRow(ctx, `SELECT `+credentialColumns+` FROM credentials WHERE owner = $1 AND system_id = $2`,
+		owner, systemID).Scan(&c.Owner, &c.SystemID, &c.Username, &c.KeyType, &c.PublicKeyFingerprint, &c.Certificate,
+		&c.Sealed.KeyID, &c.Sealed.WrappedKey, &c.Sealed.Ciphertext, &c.Generation, &c.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("credential for system %q: %w", systemID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get credential: %w", err)
+	}
+	c.CreatedAt = c.CreatedAt.UTC()
+	return &c, nil
+}
+
+// DeleteCredential implements store.Store.
+func (d *DB) DeleteCredential(ctx context.Context, owner, systemID string) error {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM credentials WHERE owner = $1 AND system_id = $2`, owner, systemID)
+	if err != nil {
+		return fmt.Errorf("postgres: delete credential: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("credential for system %q: %w", systemID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// AppendAudit implements store.Store.
+func (d *DB) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+	if e.Owner == "" || e.Action == "" {
+		return fmt.Errorf("audit entry without owner or action: %w", store.ErrInvalid)
+	}
+	t := e.Time.UTC().Truncate(time.Microsecond)
+	if e.Time.IsZero() {
+		t = now()
+	}
+	if _, err := d.pool.Exec(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail)
+		VALUES ($1, $2, $3, $4, $5)`, t, e.Owner, e.Action, e.SystemID, e.Detail); err != nil {
+		return fmt.Errorf("postgres: append audit: %w", err)
+	}
+	return nil
+}
+
+// ListAudit implements store.Store.
+func (d *DB) ListAudit(ctx context.Context, owner string, limit int) ([]store.AuditEntry, error) {
+	if limit <= 0 {
+		limit = store.DefaultAuditLimit
+	}
+	rows, err := d.pool.Query(ctx, `SELECT time, owner, action, system_id, detail FROM audit_log
+		WHERE owner = $1 ORDER BY time DESC, seq DESC LIMIT $2`, owner, limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list audit: %w", err)
+	}
+	defer rows.Close()
+	out := []store.AuditEntry{}
+	for rows.Next() {
+		var e store.AuditEntry
+		if err := rows.Scan(&e.Time, &e.Owner, &e.Action, &e.SystemID, &e.Detail); err != nil {
+			return nil, fmt.Errorf("postgres: list audit: %w", err)
+		}
+		e.Time = e.Time.UTC()
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list audit: %w", err)
+	}
+	return out, nil
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

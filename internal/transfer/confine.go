@@ -1,0 +1,186 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/pkg/sftp"
+
+	"github.com/sshapi/sshapi/internal/confine"
+)
+
+// tempMode is the mode of a temporary file until it is renamed into place: owner-only.
+const tempMode os.FileMode = 0o600
+
+// checkConcurrency bounds the item checks in flight per run.
+const checkConcurrency = 64
+
+// ownerRWX is what a directory needs while the transfer writes into it.
+const ownerRWX = 0o700
+
+// setupRoots builds the run's root_dir confinement of both systems (once per run; a Root
+// remembers resolved directories, so it does not outlive the run).
+func (r *run) setupRoots(ctx context.Context, sc, dc *sftp.Client) error {
+	srcHome, err := sc.Getwd()
+	if err != nil {
+		return fmt.Errorf("source home directory: %w", err)
+	}
+	dstHome, err := dc.Getwd()
+	if err != nil {
+		return fmt.Errorf("destination home directory: %w", err)
+	}
+	if r.srcRoot, err = confine.New(ctx, sc, srcHome, r.src.RootDir); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if r.dstRoot, err = confine.New(ctx, dc, dstHome, r.dst.RootDir); err != nil {
+		return fmt.Errorf("destination: %w", err)
+	}
+	return nil
+}
+
+// confined classifies a confine error: a path outside the root or an invalid one is permanent.
+func confined(err error) error {
+	if errors.Is(err, confine.ErrOutside) || errors.Is(err, confine.ErrInvalid) {
+		return permanent(err)
+	}
+	return err
+}
+
+// checkItem keeps one item inside both systems' root directories, judged now (not only when the
+// transfer was planned): its source with every symlink followed (a symlink item itself is not),
+// its destination through an existing symlink at its name (which must not lead out either), and
+// a symlink item's target as seen from its destination directory.
+func (r *run) checkItem(ctx context.Context, sc, dc *sftp.Client, it *Item) error {
+	if err := r.srcRoot.Check(ctx, sc, it.Source, it.Kind != KindSymlink); err != nil {
+		return confined(fmt.Errorf("source: %w", err))
+	}
+	if err := r.dstRoot.Check(ctx, dc, it.Destination, it.Kind != KindSymlink); err != nil {
+		return confined(fmt.Errorf("destination: %w", err))
+	}
+	if it.Kind == KindSymlink && r.dstRoot.Confined() {
+		target := it.linkTarget
+		if !path.IsAbs(target) {
+			target = path.Join(path.Dir(it.Destination), target)
+		}
+		if err := r.dstRoot.Check(ctx, dc, path.Clean(target), true); err != nil {
+			return confined(fmt.Errorf("symlink %s points to %s: %w", it.Destination, it.linkTarget, err))
+		}
+	}
+	return nil
+}
+
+// checkItems runs checkItem for items over stream s and fails (and records) those that do not
+// pass; it returns the others.
+func (r *run) checkItems(ctx context.Context, s *stream, items []*Item) ([]*Item, error) {
+	if !r.srcRoot.Confined() && !r.dstRoot.Confined() {
+		return items, nil
+	}
+	ok := make([]bool, len(items))
+	// Checks are a stat or two each on the streams' SFTP channels, which pipeline requests:
+	// many at once hide the round trips.
+	forEach(items, checkConcurrency, func(i int, it *Item) {
+		sc, dc, err := s.clients(ctx)
+		if err == nil {
+			err = r.checkItem(ctx, sc, dc, it)
+		}
+		if err != nil {
+			s.fail(err)
+			r.itemFailed(ctx, it, err)
+			return
+		}
+		ok[i] = true
+	})
+	var pass, refused []*Item
+	for i, it := range items {
+		if ok[i] {
+			pass = append(pass, it)
+		} else {
+			refused = append(refused, it)
+		}
+	}
+	if len(refused) > 0 {
+		if err := r.save(ctx, refused); err != nil {
+			return nil, err
+		}
+	}
+	return pass, nil
+}
+
+// createTemp creates a transfer's temporary file exclusively and owner-only. The name is fixed
+// per item and transfer (so a resumed transfer finds it), so an entry already there, left by an
+// earlier attempt or planted, is removed (never opened or followed: a symlink is removed, not
+// its target) and the exclusive create is tried once more.
+func createTemp(dc *sftp.Client, tmp string) (*sftp.File, error) {
+	f, err := dc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		if _, lerr := dc.Lstat(tmp); lerr != nil {
+			return nil, fmt.Errorf("create %s: %w", tmp, err)
+		}
+		if rerr := dc.Remove(tmp); rerr != nil {
+			return nil, fmt.Errorf("create %s: %w (and removing what is there: %v)", tmp, err, rerr)
+		}
+		if f, err = dc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL); err != nil {
+			return nil, fmt.Errorf("create %s: %w", tmp, err)
+		}
+	}
+	if err := f.Chmod(tempMode); err != nil {
+		_ = f.Close()
+		_ = dc.Remove(tmp)
+		return nil, fmt.Errorf("chmod %s: %w", tmp, err)
+	}
+	return f, nil
+}
+
+// openTemp opens an existing temporary file to resume writing it, refusing anything but a
+// regular file at its name (a symlink there is not followed).
+func openTemp(dc *sftp.Client, tmp string) (*sftp.File, error) {
+	fi, err := dc.Lstat(tmp)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("temporary file %s is not a regular file: %w", tmp, fs.ErrNotExist)
+	}
+	return dc.OpenFile(tmp, os.O_WRONLY)
+}
+
+// dirMode is the mode a directory item gets when it is created: the source's, with the owner
+// able to write into it until the transfer ends.
+func dirMode(it *Item) os.FileMode {
+	return os.FileMode(it.mode | ownerRWX)
+}
+
+// finishDirs gives directories whose source mode denies their owner something (e.g. 0555) that
+// mode once nothing more is written into them, deepest first.
+func (r *run) finishDirs(ctx context.Context) {
+	var dirs []*Item
+	r.mu.Lock()
+	for _, it := range r.items {
+		if it.Kind == KindDir && it.Status == ItemDone && it.mode != 0 && it.mode&ownerRWX != ownerRWX {
+			dirs = append(dirs, it)
+		}
+	}
+	r.mu.Unlock()
+	if len(dirs) == 0 || len(r.streams) == 0 {
+		return
+	}
+	sort.Slice(dirs, func(i, j int) bool {
+		return strings.Count(dirs[i].Destination, "/") > strings.Count(dirs[j].Destination, "/")
+	})
+	_, dc, err := r.streams[0].clients(ctx)
+	if err != nil {
+		r.e.log.Warn("transfer: setting directory modes", "id", r.t.ID, "err", err)
+		return
+	}
+	for _, it := range dirs {
+		if err := dc.Chmod(it.Destination, os.FileMode(it.mode)); err != nil {
+			r.e.log.Warn("transfer: setting directory mode", "id", r.t.ID, "dir", it.Destination, "err", err)
+		}
+	}
+}
