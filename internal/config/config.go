@@ -93,8 +93,17 @@ func Default() Config {
 }
 
 // Load returns the defaults overlaid with the YAML file at path (if path is not empty) and then
-// with SSHAPI_* environment variables.
+// with SSHAPI_* environment variables, validated.
 func Load(path string) (Config, error) {
+	cfg, err := Read(path)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// Read is Load without Validate, for callers that apply command-line flags before validating.
+func Read(path string) (Config, error) {
 	cfg := Default()
 	if path != "" {
 		b, err := os.ReadFile(path)
@@ -110,7 +119,7 @@ func Load(path string) (Config, error) {
 	if err := env.ParseWithOptions(&cfg, env.Options{Prefix: "SSHAPI_"}); err != nil {
 		return cfg, fmt.Errorf("environment: %w", err)
 	}
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
 // Validate checks values that would otherwise fail late.
