@@ -87,8 +87,8 @@ func Default() Config {
 		LogFormat:       "text",
 		ShutdownTimeout: 30 * time.Second,
 		Auth:            Auth{JWKSRefresh: time.Hour, JWKSMinRefresh: time.Minute, JWKSFetchTimeout: 10 * time.Second},
-		Server:          DefaultServer(),
-		TLS:             DefaultTLS(),
+		Server:          defaultServer(),
+		TLS:             defaultTLS(),
 	}
 }
 

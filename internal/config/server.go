@@ -48,8 +48,8 @@ type TLS struct {
 // Enabled reports whether HTTPS is configured.
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
-// DefaultServer returns the server section's defaults.
-func DefaultServer() Server {
+// defaultServer returns the server section's defaults.
+func defaultServer() Server {
 	return Server{
 		ReadHeaderTimeout: 10 * time.Second,
 		BodyReadTimeout:   time.Minute,
@@ -59,8 +59,8 @@ func DefaultServer() Server {
 	}
 }
 
-// DefaultTLS returns the TLS section's defaults (off).
-func DefaultTLS() TLS { return TLS{ReloadInterval: 5 * time.Second} }
+// defaultTLS returns the TLS section's defaults (off).
+func defaultTLS() TLS { return TLS{ReloadInterval: 5 * time.Second} }
 
 // validateListen checks the server and TLS sections and refuses plain HTTP on an address other
 // than loopback unless the operator says a TLS-terminating proxy is in front.
