@@ -68,6 +68,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	var cert *tlsfile.Cert // loaded first: a bad certificate stops the start before anything is made
+	if cfg.TLS.Enabled() {
+		var err error
+		if cert, err = tlsfile.Load(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ReloadInterval, log.With("component", "tls")); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -85,12 +92,6 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if cfg.Auth.DevSecretEnabled() {
 		if authCfg.HS256Secret, err = DevSecret(cfg.DataDir); err != nil {
 			return nil, fmt.Errorf("dev JWT secret: %w", err)
-		}
-	}
-	var cert *tlsfile.Cert
-	if cfg.TLS.Enabled() {
-		if cert, err = tlsfile.Load(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ReloadInterval, log.With("component", "tls")); err != nil {
-			return nil, err
 		}
 	}
 	verifier, err := auth.New(ctx, authCfg)

@@ -145,7 +145,8 @@ func TestServiceHTTPS(t *testing.T) {
 }
 
 // TestServiceRefusesPlainHTTPOffLoopback: without TLS and without behind_proxy, a non-loopback
-// listen address stops the service before anything is opened or listens.
+// listen address stops the service before anything is opened or listens; so does a certificate
+// that cannot be loaded.
 func TestServiceRefusesPlainHTTPOffLoopback(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
 		cfg := config.Default()
@@ -158,6 +159,16 @@ func TestServiceRefusesPlainHTTPOffLoopback(t *testing.T) {
 		if _, err := os.Stat(cfg.DataDir); !os.IsNotExist(err) {
 			t.Fatalf("addr %s: data dir created before the refusal (%v)", addr, err)
 		}
+	}
+	// With TLS configured, an unreadable certificate stops the start just as early.
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.TLS.CertFile, cfg.TLS.KeyFile = filepath.Join(t.TempDir(), "missing.pem"), filepath.Join(t.TempDir(), "missing.key")
+	if _, err := New(t.Context(), cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "missing.pem") {
+		t.Fatalf("New with a missing certificate = %v", err)
+	}
+	if _, err := os.Stat(cfg.DataDir); !os.IsNotExist(err) {
+		t.Fatalf("data dir created before the certificate was refused (%v)", err)
 	}
 }
 
