@@ -54,13 +54,14 @@ func (o *globalOptions) addFlags(cmd *cobra.Command, withAddr bool) {
 	}
 }
 
-// load returns the configuration: defaults, file, environment, then flags.
-func (o *globalOptions) load() (config.Config, error) {
+// load returns the configuration: defaults, file, environment, then flags (the global ones, then
+// a command's own edits), validated once all are applied.
+func (o *globalOptions) load(edits ...func(*config.Config)) (config.Config, error) {
 	file := o.configFile
 	if file == "" {
 		file = os.Getenv("SSHAPI_CONFIG")
 	}
-	cfg, err := config.Load(file)
+	cfg, err := config.Read(file)
 	if err != nil {
 		return cfg, err
 	}
@@ -69,6 +70,9 @@ func (o *globalOptions) load() (config.Config, error) {
 	}
 	if o.addr != "" {
 		cfg.Addr = o.addr
+	}
+	for _, edit := range edits {
+		edit(&cfg)
 	}
 	return cfg, cfg.Validate()
 }
