@@ -92,9 +92,9 @@ func Default() Config {
 		// The embedded defaults serve a local development setup, where systems are often on
 		// 127.0.0.1; a deployment should set network.allow_loopback: false.
 		Network: netpolicy.Config{AllowLoopback: true},
-		Auth:            Auth{JWKSRefresh: time.Hour, JWKSMinRefresh: time.Minute, JWKSFetchTimeout: 10 * time.Second},
-		Server:          defaultServer(),
-		TLS:             defaultTLS(),
+		Auth:    Auth{JWKSRefresh: time.Hour, JWKSMinRefresh: time.Minute, JWKSFetchTimeout: 10 * time.Second},
+		Server:  defaultServer(),
+		TLS:     defaultTLS(),
 	}
 }
 
