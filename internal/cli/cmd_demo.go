@@ -22,6 +22,7 @@ type demoOptions struct {
 	addr     string
 	keep     bool
 	infoFile string
+	dataDir  string
 }
 
 func newDemoCmd() *cobra.Command {
@@ -35,6 +36,7 @@ func newDemoCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.addr, "addr", "127.0.0.1:0", "HTTP listen address for the demo service")
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep running after the demo command so you can try the API (Ctrl-C stops)")
+	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "data directory for the demo service (kept afterwards; default a temporary one that is removed)")
 	cmd.Flags().StringVar(&o.infoFile, "info-file", "", "with --keep, write the URL, token, system and the sshd's address, user, host key and private key as JSON to this file (0600) once ready, for test fixtures")
 	return cmd
 }
@@ -45,11 +47,13 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		return fmt.Errorf("start demo sshd: %w", err)
 	}
 	defer srv.Close()
-	dataDir, err := os.MkdirTemp("", "sshapi-demo-")
-	if err != nil {
-		return err
+	dataDir := o.dataDir
+	if dataDir == "" {
+		if dataDir, err = os.MkdirTemp("", "sshapi-demo-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dataDir)
 	}
-	defer os.RemoveAll(dataDir)
 	cfg := config.Default()
 	cfg.DataDir, cfg.Addr, cfg.LogLevel = dataDir, o.addr, "warn"
 	svc, err := service.New(ctx, cfg, newLogger(cfg, stderr))
