@@ -40,7 +40,7 @@ def test_transfer_wait_with_progress(client: sshapi.Client, demo: Demo, second_s
 def test_recursive_transfer_and_failure(client: sshapi.Client, demo: Demo, second_system: str, rdir: str) -> None:
     for i in range(5):
         client.upload(demo.system, f"file {i}\n".encode(), f"{rdir}/tree/d{i % 2}/f{i}", parents=True)
-    t = client.submit_transfer(source=(demo.system, f"{rdir}/tree"), destination=(second_system, f"{rdir}/copy"), recursive=True)
+    t = client.submit_transfer(source=(demo.system, f"~/{rdir}/tree"), destination=(second_system, f"{rdir}/copy"), recursive=True)
     done = client.wait_transfer(t.id, timeout=120)
     assert done.files_done >= 5
     assert client.read_bytes(second_system, f"{rdir}/copy/d1/f3") == b"file 3\n"

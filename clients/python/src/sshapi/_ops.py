@@ -122,6 +122,16 @@ def checksum(system: str, path: str, algorithm: str) -> Call[Checksum]:
     )
 
 
+def transfer_path(p: str) -> str:
+    """Transfer endpoints take absolute paths or paths relative to the home directory; the SDK
+    accepts ``~`` and ``~/x`` there too, as everywhere else."""
+    if p == "~":
+        return "."
+    if p.startswith("~/"):
+        return p[2:].lstrip("/") or "."
+    return p
+
+
 def submit_transfer(
     source: Endpoint,
     destination: Endpoint,
@@ -135,8 +145,8 @@ def submit_transfer(
 ) -> Call[Transfer]:
     body = drop_none(
         {
-            "source": {"system": source[0], "path": source[1]},
-            "destination": {"system": destination[0], "path": destination[1]},
+            "source": {"system": source[0], "path": transfer_path(source[1])},
+            "destination": {"system": destination[0], "path": transfer_path(destination[1])},
             "recursive": recursive or None,
             "sync": sync,
             "verify": verify,
