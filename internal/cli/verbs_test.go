@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +114,7 @@ func TestClientVerbs(t *testing.T) {
 	mustRun(t, "put", src, r+"/a/")                                   // into a directory by its trailing slash
 	mustRun(t, "put", "-q", src, r+"/a/b")                            // into an existing directory
 	_, _, errOut := sshapi(t, "put", "--progress", src, r+"/a/c.bin") // progress bar forced
-	if !strings.Contains(errOut, "100%") || !strings.Contains(errOut, "MB/s") {
+	if !strings.Contains(errOut, "100%") || !regexp.MustCompile(`[0-9.]+ [kMGT]?B/s`).MatchString(errOut) {
 		t.Errorf("put --progress drew no bar with rate: %q", errOut)
 	}
 	for _, p := range []string{"a/big.bin", "a/b/big.bin", "a/c.bin"} {
