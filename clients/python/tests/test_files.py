@@ -146,3 +146,20 @@ def test_errors_name_fields(client: sshapi.Client) -> None:
     assert e.value.status == 400 and "id" in e.value.fields
     with pytest.raises(sshapi.NotFoundError):
         client.system("no-such-system")
+
+
+def test_empty_files_and_a_complete_partial_file(client: sshapi.Client, demo: Demo, rdir: str, tmp_path: Path) -> None:
+    assert client.upload(demo.system, b"", f"{rdir}/empty").size == 0
+    assert client.download(demo.system, f"{rdir}/empty", tmp_path / "empty") == 0
+    data = os.urandom(100_000)
+    client.upload(demo.system, data, f"{rdir}/whole")
+    # A partial file that already holds the whole unchanged file (interrupted before the
+    # rename) is finished without fetching it again.
+    part = tmp_path / ".whole.sshapi-part"
+    part.write_bytes(data)
+    mtime = client.stat(demo.system, f"{rdir}/whole").mtime
+    assert mtime is not None
+    os.utime(part, (mtime.timestamp(), mtime.timestamp()))
+    seen: List[Tuple[int, Optional[int]]] = []
+    assert client.download(demo.system, f"{rdir}/whole", tmp_path / "whole", progress=lambda d, t: seen.append((d, t))) == len(data)
+    assert seen == [(len(data), len(data))] and (tmp_path / "whole").read_bytes() == data

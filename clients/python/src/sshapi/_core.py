@@ -337,6 +337,16 @@ def response_total(r: httpx.Response, offset: int) -> Tuple[int, Optional[int]]:
     return 0, int(n) if n and n.isdigit() else None
 
 
+def already_complete(r: httpx.Response, offset: int) -> bool:
+    """A 416 answer to ``Range: bytes=offset-`` whose If-Range matched means the partial file
+    already holds the whole (unchanged) remote file."""
+    cr = r.headers.get("content-range", "")  # bytes */total
+    try:
+        return int(cr.rsplit("/", 1)[1]) == offset
+    except (IndexError, ValueError):
+        return False
+
+
 def set_mtime(path: str, r: httpx.Response) -> None:
     lm = r.headers.get("last-modified")
     if not lm:

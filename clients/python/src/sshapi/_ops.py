@@ -62,10 +62,9 @@ def command_body(command: str, timeout: Optional[float], stdin: Optional[str], m
     return drop_none({"command": command, "timeout_s": timeout, "stdin": stdin, "max_output_bytes": max_output_bytes})
 
 
-def run(system: str, body: Dict[str, Any], http_timeout: Optional[float]) -> Call[CommandResult]:
+def run(system: str, body: Dict[str, Any]) -> Call[CommandResult]:
     # A command may have side effects: it is never sent twice.
-    c = Call("POST", system_url(system, "/commands"), lambda r: CommandResult.from_json(r.json()), json=body)
-    return c
+    return Call("POST", system_url(system, "/commands"), lambda r: CommandResult.from_json(r.json()), json=body)
 
 
 def ls_page(

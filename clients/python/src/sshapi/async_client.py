@@ -14,6 +14,7 @@ from . import _ops as ops
 from ._base import Base
 from ._core import (
     Call,
+    already_complete,
     Counter,
     Progress,
     Source,
@@ -177,7 +178,7 @@ class AsyncClient(Base):
         self, system: str, command: str, timeout: Optional[float] = None, stdin: Optional[Union[str, bytes]] = None, max_output_bytes: Optional[int] = None
     ) -> CommandResult:
         body = ops.command_body(command, timeout, self._stdin(stdin), max_output_bytes)
-        return await self._do(ops.run(system, body, timeout), timeout=self._command_timeout(timeout))
+        return await self._do(ops.run(system, body), timeout=self._command_timeout(timeout))
 
     async def run_stream(
         self, system: str, command: str, timeout: Optional[float] = None, stdin: Optional[Union[str, bytes]] = None
@@ -297,6 +298,9 @@ class AsyncClient(Base):
             call: Call[None] = Call("GET", file_url(system, "content", remote_path), lambda r: None, headers=headers, idempotent=True)
             r = await self._send(call, stream=True)
             try:
+                if r.status_code == 416 and offset and already_complete(r, offset):
+                    Counter(offset, progress, done=offset)
+                    break
                 if r.status_code == 416 and offset:
                     os.remove(part)
                     continue

@@ -14,6 +14,7 @@ from . import _ops as ops
 from ._base import Base
 from ._core import (
     Call,
+    already_complete,
     Counter,
     Progress,
     Source,
@@ -181,7 +182,7 @@ class Client(Base):
         """Runs ``command`` with the remote login shell and returns its result (a non-zero exit
         is a result). ``timeout`` kills the remote process group after that many seconds."""
         body = ops.command_body(command, timeout, self._stdin(stdin), max_output_bytes)
-        return self._do(ops.run(system, body, timeout), timeout=self._command_timeout(timeout))
+        return self._do(ops.run(system, body), timeout=self._command_timeout(timeout))
 
     def run_stream(
         self, system: str, command: str, timeout: Optional[float] = None, stdin: Optional[Union[str, bytes]] = None
@@ -318,6 +319,9 @@ class Client(Base):
             call: Call[None] = Call("GET", file_url(system, "content", remote_path), lambda r: None, headers=headers, idempotent=True)
             r = self._send(call, stream=True)
             try:
+                if r.status_code == 416 and offset and already_complete(r, offset):
+                    Counter(offset, progress, done=offset)
+                    break
                 if r.status_code == 416 and offset:
                     os.remove(part)  # the partial file is longer than the remote one: start over
                     continue
@@ -404,8 +408,14 @@ class Client(Base):
     def transfer_events(self, id: str) -> Iterator[TransferEvent]:
         """The transfer's Server-Sent Events of one connection: ``progress`` events, then
         ``done`` (or ``shutdown`` when the server stops; :meth:`wait_transfer` reconnects)."""
+        return self._events(id, None)
+
+    def _events(self, id: str, deadline: Optional[float]) -> Iterator[TransferEvent]:
+        """Events until done, shutdown, or the monotonic ``deadline`` (checked between events and
+        as the read timeout, since httpx has no overall deadline for a stream)."""
+        read = None if deadline is None else max(0.1, deadline - time.monotonic())
         call: Call[None] = Call("GET", f"/v1/transfers/{id}/events", lambda r: None, headers={"Accept": "text/event-stream"}, idempotent=True)
-        r = self._send(call, timeout=None, stream=True)
+        r = self._send(call, timeout=read, stream=True)
         try:
             if r.status_code >= 400:
                 raise_for_status(r, r.read())
@@ -416,9 +426,11 @@ class Client(Base):
                     yield ev
                     if ev.event in ("done", "shutdown"):
                         return
-            ev = p.feed("")
-            if ev is not None:
-                yield ev
+                if deadline is not None and time.monotonic() >= deadline:
+                    return
+        except httpx.ReadTimeout:
+            if deadline is None:
+                raise
         finally:
             r.close()
 
@@ -435,7 +447,7 @@ class Client(Base):
                 raise self._timeout_error(state, timeout)
             self._report(progress, state)
             try:
-                for ev in self._events_until(id, deadline):
+                for ev in self._events(id, deadline):
                     if ev.transfer is not None:
                         state = ev.transfer
                         self._report(progress, state)
@@ -450,30 +462,6 @@ class Client(Base):
                 state = self.transfer(id)
         self._report(progress, state)
         return self._finished(state, check)
-
-    def _events_until(self, id: str, deadline: Optional[float]) -> Iterator[TransferEvent]:
-        if deadline is None:
-            yield from self.transfer_events(id)
-            return
-        # httpx has no overall deadline for a stream: close it from the read timeout instead.
-        call: Call[None] = Call("GET", f"/v1/transfers/{id}/events", lambda r: None, headers={"Accept": "text/event-stream"}, idempotent=True)
-        r = self._send(call, timeout=max(0.1, deadline - time.monotonic()), stream=True)
-        try:
-            if r.status_code >= 400:
-                raise_for_status(r, r.read())
-            p = SSEParser()
-            for line in r.iter_lines():
-                ev = p.feed(line)
-                if ev is not None:
-                    yield ev
-                    if ev.event in ("done", "shutdown"):
-                        return
-                if time.monotonic() >= deadline:
-                    return
-        except httpx.ReadTimeout:
-            return
-        finally:
-            r.close()
 
 
 class _RawRemote(io.RawIOBase):
