@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
+		var st exitStatus
+		if errors.As(err, &st) {
+			return int(st)
+		}
 		fmt.Fprintln(stderr, "sshapi:", err)
 		return 1
 	}
@@ -36,6 +41,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(newServeCmd(), newTokenCmd(), newVersionCmd(), newWanemCmd(), newDemoCmd())
 	root.AddCommand(newBenchCmd())
+	// Client verbs (scp-like SYSTEM:PATH arguments) against a logged-in service.
+	root.AddCommand(newLoginCmd(), newSystemsCmd(), newLsCmd(), newStatCmd(), newGetCmd(), newPutCmd(),
+		newRmCmd(), newMvCmd(), newCpCmd(), newMkdirCmd(), newCatCmd(), newRunCmd(),
+		newTransferCmd(), newTransfersCmd(), newCancelCmd())
 	return root
 }
 
