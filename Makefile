@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/sshapi/sshapi/internal/service.Version=$(VERSION)
 USER_NAME ?= $(shell id -un)
 
-.PHONY: build run test test-race demo vet fmt clean
+.PHONY: build run test test-race test-python demo vet fmt clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sshapi ./cmd/sshapi
@@ -18,6 +18,20 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 12m ./...
+	$(MAKE) test-python
+
+## test-python: the Python SDK's type check (mypy) and tests (pytest against bin/sshapi and a real
+## sshd, via `sshapi demo`), in clients/python/.venv with pinned requirements.
+PY_DIR  := clients/python
+PY_VENV := $(PY_DIR)/.venv
+test-python: build $(PY_VENV)/.deps-installed
+	cd $(PY_DIR) && .venv/bin/mypy
+	cd $(PY_DIR) && SSHAPI_BIN=$(CURDIR)/bin/sshapi .venv/bin/pytest -q -p no:cacheprovider
+
+$(PY_VENV)/.deps-installed: $(PY_DIR)/requirements-dev.txt
+	python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q -r $(PY_DIR)/requirements-dev.txt
+	touch $@
 
 test-race:
 	$(GO) test -count=1 -race -timeout 15m ./...

@@ -23,7 +23,7 @@ type OwnerLimits struct {
 	// MaxLoadsPerOwner caps one user's POST /sshapi/v2/load runs in progress (1).
 	MaxLoadsPerOwner int `yaml:"max_loads_per_owner" env:"MAX_LOADS_PER_OWNER"`
 	// CredentialChecksPerMinute is how many POST …/credential/check one user may make per
-	// minute, in bursts of a quarter of that (30); CredentialChecksPerMinutePerCredential the
+	// minute, in bursts of up to half of that (60); CredentialChecksPerMinutePerCredential the
 	// same for one stored credential (12).
 	CredentialChecksPerMinute              float64 `yaml:"credential_checks_per_minute" env:"CREDENTIAL_CHECKS_PER_MINUTE"`
 	CredentialChecksPerMinutePerCredential float64 `yaml:"credential_checks_per_minute_per_credential" env:"CREDENTIAL_CHECKS_PER_MINUTE_PER_CREDENTIAL"`
@@ -39,7 +39,7 @@ func (l *OwnerLimits) setDefaults() {
 	def(&l.MaxEventStreamsPerOwner, 16)
 	def(&l.MaxLoadsPerOwner, 1)
 	if l.CredentialChecksPerMinute <= 0 {
-		l.CredentialChecksPerMinute = 30
+		l.CredentialChecksPerMinute = 60
 	}
 	if l.CredentialChecksPerMinutePerCredential <= 0 {
 		l.CredentialChecksPerMinutePerCredential = 12
@@ -98,7 +98,7 @@ func (o *ownerSlots) acquire(owner string) (release func(), err error) {
 }
 
 // keyedRate is a token bucket per key (an owner, or a credential), refilled at perMinute/60 per
-// second and holding a quarter of a minute's allowance. Full buckets are dropped when the map
+// second and holding half a minute's allowance. Full buckets are dropped when the map
 // grows, so memory follows the keys active in the last minute or so.
 type keyedRate struct {
 	what  string
@@ -113,7 +113,7 @@ type keyedRate struct {
 const keyedRateSweep = 1024
 
 func newKeyedRate(what string, perMinute float64) *keyedRate {
-	return &keyedRate{what: what, limit: rate.Limit(perMinute / 60), burst: max(1, int(perMinute/4)), m: map[string]*rate.Limiter{}}
+	return &keyedRate{what: what, limit: rate.Limit(perMinute / 60), burst: max(1, int(perMinute/2)), m: map[string]*rate.Limiter{}}
 }
 
 // allowCheck takes a credential check from both the owner's and the credential's bucket, or

@@ -171,7 +171,7 @@ func TestPerOwnerLimitsOverHTTP(t *testing.T) {
 	})
 
 	t.Run("credential checks", func(t *testing.T) {
-		e.api.limits = newLimits(OwnerLimits{CredentialChecksPerMinute: 12, CredentialChecksPerMinutePerCredential: 8}) // bursts 3 and 2
+		e.api.limits = newLimits(OwnerLimits{CredentialChecksPerMinute: 6, CredentialChecksPerMinutePerCredential: 4}) // bursts 3 and 2
 		e.register("alice", "hpc2")
 		check := func(user, id string) resp { return e.do(user, "POST", "/v1/systems/"+id+"/credential/check", nil) }
 		for i := range 2 {

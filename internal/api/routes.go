@@ -255,7 +255,8 @@ func (s *Server) observe(rt route, r *http.Request, sw *statusWriter, start time
 		lvl = s.log.Warn
 	}
 	// Never log bodies, query strings or headers: they may carry keys or tokens.
-	lvl("http request", "method", r.Method, "route", rt.pattern, "status", sw.status, "duration_ms", d.Milliseconds(), "user", user)
+	lvl("http request", "method", r.Method, "route", rt.pattern, "status", sw.status, "duration_ms", d.Milliseconds(), "user", user,
+		"client", r.RemoteAddr) // the service believes X-Forwarded-For only from trusted proxies
 }
 
 func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {

@@ -29,6 +29,13 @@ type Config struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes" env:"MAX_BODY_BYTES"`
 	// MaxFanout caps how many systems one POST /v1/commands runs on at once (default 32).
 	MaxFanout int `yaml:"max_fanout" env:"MAX_FANOUT"`
+	// MaxKDFRounds caps the bcrypt KDF rounds of a submitted encrypted OpenSSH key (default 128).
+	MaxKDFRounds int `yaml:"max_kdf_rounds" env:"MAX_KDF_ROUNDS"`
+	// KeyParseSlots bounds how many submitted private keys are parsed or decrypted at once,
+	// server-wide (default 2).
+	KeyParseSlots int `yaml:"key_parse_slots" env:"KEY_PARSE_SLOTS"`
+	// KeyParseWait bounds the wait for a key parsing slot before 503 (default 5s).
+	KeyParseWait time.Duration `yaml:"key_parse_wait" env:"KEY_PARSE_WAIT"`
 	// OwnerLimits are each user's shares (see limits.go).
 	OwnerLimits `yaml:",inline"`
 }
@@ -78,7 +85,8 @@ type Server struct {
 
 	loads chan struct{} // one token per POST /sshapi/v2/load allowed to run at once
 
-	limits *limits // per-owner shares
+	keySlots chan struct{} // one token per submitted private key being parsed (keyparse.go)
+	limits   *limits       // per-owner shares
 }
 
 // New builds a Server.
@@ -88,6 +96,15 @@ func New(cfg Config, d Deps) *Server {
 	}
 	if cfg.MaxFanout <= 0 {
 		cfg.MaxFanout = 32
+	}
+	if cfg.MaxKDFRounds <= 0 {
+		cfg.MaxKDFRounds = defaultMaxKDFRounds
+	}
+	if cfg.KeyParseSlots <= 0 {
+		cfg.KeyParseSlots = defaultKeyParseSlots
+	}
+	if cfg.KeyParseWait <= 0 {
+		cfg.KeyParseWait = defaultKeyParseWait
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
@@ -99,6 +116,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Gatherer = d.Registry
 	}
 	s := &Server{cfg: cfg, deps: d, log: d.Log, loads: make(chan struct{}, maxConcurrentLoads)}
+	s.keySlots = make(chan struct{}, cfg.KeyParseSlots)
 	s.limits = newLimits(cfg.OwnerLimits)
 	s.reqDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sshapi_http_request_duration_seconds",

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -19,10 +20,31 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// ErrUnauthenticated is wrapped by every error from Verify. The rest of the
-// message says why (expired, bad signature, missing exp, ...) and never
-// contains the token.
+// ErrUnauthenticated is wrapped by every error from Verify (an *Error).
 var ErrUnauthenticated = errors.New("unauthenticated")
+
+// Error is a refused token. Its message is what the caller may be told: that
+// the token is missing, malformed, expired or not valid yet, or else just
+// "invalid token", never which check failed (signature, algorithm, issuer,
+// audience, key id, key set refresh), because that would describe the
+// verifier's configuration. Reason has the specifics for debug logs; neither
+// contains the token.
+type Error struct {
+	// Public is the short explanation safe for a response body.
+	Public string
+	// Reason is the detailed explanation for logs.
+	Reason string
+}
+
+// Error implements error with the public explanation only.
+func (e *Error) Error() string { return ErrUnauthenticated.Error() + ": " + e.Public }
+
+// Unwrap makes errors.Is(err, ErrUnauthenticated) hold.
+func (e *Error) Unwrap() error { return ErrUnauthenticated }
+
+// invalidToken is the public explanation of every refusal that would reveal
+// configuration.
+const invalidToken = "invalid token"
 
 // Leeway is the clock skew tolerated when checking exp, nbf and iat.
 const Leeway = 30 * time.Second
@@ -33,6 +55,9 @@ const MinHS256SecretSize = 32
 // maxSubjectLen bounds the sub claim, which becomes the owner key in the
 // store.
 const maxSubjectLen = 256
+
+// maxKidLen bounds the key id looked up (and logged).
+const maxKidLen = 256
 
 // Principal is the authenticated caller.
 type Principal struct {
@@ -73,9 +98,14 @@ type Config struct {
 	// JWKSMinRefresh is the shortest interval between two fetches of the
 	// key set; 0 means one minute.
 	JWKSMinRefresh time.Duration
-	// HTTPClient fetches the key set; nil means a client with a 10 s
-	// timeout.
+	// JWKSFetchTimeout bounds one fetch of the key set; 0 means 10 s.
+	JWKSFetchTimeout time.Duration
+	// HTTPClient fetches the key set; nil means http.DefaultClient (each
+	// fetch is bounded by JWKSFetchTimeout).
 	HTTPClient *http.Client
+	// Log receives why tokens are refused (debug) and key set refresh
+	// failures (warn); nil discards.
+	Log *slog.Logger
 }
 
 // Option adjusts the Config built by NewHS256Verifier.
@@ -90,6 +120,7 @@ func WithAudience(aud string) Option { return func(c *Config) { c.Audience = aud
 // Verifier checks bearer tokens. It is safe for concurrent use. A Verifier
 // with a JWKS source owns a refresh goroutine; Close stops it.
 type Verifier struct {
+	log     *slog.Logger
 	secret  []byte
 	jwks    *jwks // nil without JWKSURL
 	parser  *jwt.Parser
@@ -125,7 +156,10 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 }
 
 func newVerifier(cfg Config, keys *jwks) (*Verifier, error) {
-	v := &Verifier{jwks: keys}
+	v := &Verifier{jwks: keys, log: cfg.Log}
+	if v.log == nil {
+		v.log = slog.New(slog.DiscardHandler)
+	}
 	if cfg.HS256Secret != nil {
 		if len(cfg.HS256Secret) < MinHS256SecretSize {
 			return nil, fmt.Errorf("auth: HS256 secret is %d bytes, want at least %d", len(cfg.HS256Secret), MinHS256SecretSize)
@@ -164,27 +198,40 @@ func (v *Verifier) Close() error {
 }
 
 // Verify checks token (without any "Bearer " prefix) and returns its
-// Principal. Errors wrap ErrUnauthenticated.
+// Principal. Errors are *Error (wrapping ErrUnauthenticated); the reason is
+// also logged at debug level.
 func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) {
+	p, err := v.verify(ctx, token)
+	if err != nil {
+		v.log.Debug("token refused", "reason", err.Reason)
+		return Principal{}, err
+	}
+	return p, nil
+}
+
+func (v *Verifier) verify(ctx context.Context, token string) (Principal, *Error) {
 	if token == "" {
-		return Principal{}, fmt.Errorf("%w: no token", ErrUnauthenticated)
+		return Principal{}, &Error{Public: "no token", Reason: "no token"}
 	}
 	claims := &jwt.RegisteredClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		return v.key(ctx, t)
 	})
 	if err != nil {
-		return Principal{}, fmt.Errorf("%w: %s", ErrUnauthenticated, reason(err))
+		return Principal{}, refusal(err)
 	}
+	var why string
 	switch {
 	case claims.Subject == "":
-		return Principal{}, fmt.Errorf("%w: token has no sub claim", ErrUnauthenticated)
+		why = "token has no sub claim"
 	case len(claims.Subject) > maxSubjectLen:
-		return Principal{}, fmt.Errorf("%w: sub claim longer than %d bytes", ErrUnauthenticated, maxSubjectLen)
+		why = fmt.Sprintf("sub claim longer than %d bytes", maxSubjectLen)
 	case strings.ContainsFunc(claims.Subject, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return Principal{}, fmt.Errorf("%w: sub claim contains control characters", ErrUnauthenticated)
+		why = "sub claim contains control characters"
+	default:
+		return Principal{User: claims.Subject}, nil
 	}
-	return Principal{User: claims.Subject}, nil
+	return Principal{}, &Error{Public: why, Reason: why} // about the token only
 }
 
 // key returns the verification key for t, chosen by its algorithm so that a
@@ -201,6 +248,9 @@ func (v *Verifier) key(ctx context.Context, t *jwt.Token) (any, error) {
 			return nil, fmt.Errorf("%s tokens are not accepted", t.Method.Alg())
 		}
 		kid, _ := t.Header["kid"].(string)
+		if len(kid) > maxKidLen {
+			return nil, fmt.Errorf("kid longer than %d bytes", maxKidLen)
+		}
 		// lookup returns only keys whose type fits the algorithm.
 		return v.jwks.lookup(ctx, kid, t.Method.Alg())
 	default:
@@ -208,27 +258,27 @@ func (v *Verifier) key(ctx context.Context, t *jwt.Token) (any, error) {
 	}
 }
 
-// reason turns a jwt error into a short explanation without token contents.
-func reason(err error) string {
+// refusal turns a jwt error into an *Error without token contents.
+func refusal(err error) *Error {
 	switch {
 	case errors.Is(err, jwt.ErrTokenMalformed):
-		return "malformed token"
+		return &Error{Public: "malformed token", Reason: "malformed token"}
 	case errors.Is(err, jwt.ErrTokenExpired):
-		return "token expired"
+		return &Error{Public: "token expired", Reason: "token expired"}
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		return "token not valid yet"
+		return &Error{Public: "token not valid yet", Reason: "token not valid yet"}
 	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		return "token issued in the future"
+		return &Error{Public: "token not valid yet", Reason: "token issued in the future"}
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return "wrong issuer"
+		return &Error{Public: invalidToken, Reason: "wrong issuer"}
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return "wrong audience"
+		return &Error{Public: invalidToken, Reason: "wrong audience"}
 	default:
 		// Missing claims ("exp claim is required"), signature errors (a bad
 		// signature or an algorithm not accepted) and key lookup errors name
 		// at most a claim, the algorithm and the key id, never token
 		// contents.
-		return err.Error()
+		return &Error{Public: invalidToken, Reason: err.Error()}
 	}
 }
 

@@ -97,16 +97,34 @@ func TestVerifyHS256(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Verify error = %v, want ErrUnauthenticated saying %q", err, tt.wantErr)
-			}
+			checkRefusal(t, err, tt.wantErr)
 			if p != (Principal{}) {
 				t.Fatalf("Verify returned principal %+v with an error", p)
 			}
-			if parts := strings.Split(tt.token, "."); len(parts) == 3 && len(parts[1]) > 8 && strings.Contains(err.Error(), parts[1]) {
+			if parts := strings.Split(tt.token, "."); len(parts) == 3 && len(parts[1]) > 8 && strings.Contains(err.(*Error).Reason, parts[1]) {
 				t.Fatal("error message echoes the token")
 			}
 		})
+	}
+}
+
+// publicReasons are the only explanations a refused caller may get.
+var publicReasons = map[string]bool{
+	"no token": true, "malformed token": true, "token expired": true, "token not valid yet": true, invalidToken: true,
+	"token has no sub claim": true, "sub claim contains control characters": true, "sub claim longer than 256 bytes": true,
+}
+
+// checkRefusal asserts err is an *Error wrapping ErrUnauthenticated whose Reason says
+// wantReason and whose message is one of the generic public ones, so that a response built from
+// err.Error() says nothing about which check failed or how the verifier is configured.
+func checkRefusal(t *testing.T, err error, wantReason string) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrUnauthenticated) || !strings.Contains(e.Reason, wantReason) {
+		t.Fatalf("Verify error = %#v, want an *Error with a reason saying %q", err, wantReason)
+	}
+	if !publicReasons[e.Public] || err.Error() != "unauthenticated: "+e.Public {
+		t.Fatalf("public message %q (error %q) is not one of the generic ones", e.Public, err.Error())
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/big"
 	"net/http"
 	"strings"
@@ -26,6 +27,11 @@ const minRSABits = 2048
 // jwks is a JSON Web Key Set fetched from a URL, refreshed in the background
 // and on demand when a token names an unknown key id (rate limited).
 //
+// Fetches run on the key set's own context with their own timeout, one at a
+// time (later callers join the fetch in flight): a caller that gives up stops
+// waiting but neither cancels nor holds up the fetch, and cannot make it fail
+// for everyone else.
+//
 // The key set is parsed here with the standard library rather than with
 // github.com/MicahParks/keyfunc/v3: that library's dependency
 // github.com/MicahParks/jwkset is not available from the module proxy used
@@ -35,16 +41,25 @@ type jwks struct {
 	client     *http.Client
 	refresh    time.Duration
 	minRefresh time.Duration
-
-	fetchMu sync.Mutex // serializes fetches
+	timeout    time.Duration
+	log        *slog.Logger
 
 	mu        sync.Mutex // guards the fields below
 	keys      []jwk
-	lastFetch time.Time
+	lastStart time.Time // when the last fetch started
 	lastErr   error
+	inflight  *flight // the fetch running now, if any
+	closed    bool
 
+	base   context.Context // parent of every fetch; cancelled by close
 	cancel context.CancelFunc
-	done   chan struct{}
+	wg     sync.WaitGroup // the refresh loop and fetches in flight
+}
+
+// flight is one fetch of the key set; done is closed when err is set.
+type flight struct {
+	done chan struct{}
+	err  error
 }
 
 // jwk is one usable verification key from the set.
@@ -62,10 +77,11 @@ func startJWKS(ctx context.Context, cfg Config) (*jwks, error) {
 		client:     cfg.HTTPClient,
 		refresh:    cfg.JWKSRefresh,
 		minRefresh: cfg.JWKSMinRefresh,
-		done:       make(chan struct{}),
+		timeout:    cfg.JWKSFetchTimeout,
+		log:        cfg.Log,
 	}
 	if j.client == nil {
-		j.client = &http.Client{Timeout: 10 * time.Second}
+		j.client = http.DefaultClient
 	}
 	if j.refresh <= 0 {
 		j.refresh = time.Hour
@@ -73,70 +89,130 @@ func startJWKS(ctx context.Context, cfg Config) (*jwks, error) {
 	if j.minRefresh <= 0 {
 		j.minRefresh = time.Minute
 	}
-	if err := j.fetch(ctx); err != nil {
+	if j.timeout <= 0 {
+		j.timeout = 10 * time.Second
+	}
+	if j.log == nil {
+		j.log = slog.New(slog.DiscardHandler)
+	}
+	fctx, cancel := context.WithTimeout(ctx, j.timeout)
+	keys, err := j.download(fctx)
+	cancel()
+	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
-	bg, cancel := context.WithCancel(context.Background())
-	j.cancel = cancel
-	go j.run(bg)
+	j.keys, j.lastStart = keys, time.Now()
+	j.base, j.cancel = context.WithCancel(context.Background())
+	j.wg.Add(1)
+	go j.run()
 	return j, nil
 }
 
 // run refreshes the key set every j.refresh, or every j.minRefresh after a
-// failed fetch, until ctx is cancelled. A failed refresh keeps the old keys.
-func (j *jwks) run(ctx context.Context) {
-	defer close(j.done)
+// failed fetch, until close. A failed refresh keeps the old keys.
+func (j *jwks) run() {
+	defer j.wg.Done()
 	wait := j.refresh
 	for {
 		timer := time.NewTimer(wait)
 		select {
-		case <-ctx.Done():
+		case <-j.base.Done():
 			timer.Stop()
 			return
 		case <-timer.C:
 		}
+		j.mu.Lock()
+		f := j.startLocked()
+		j.mu.Unlock()
+		select {
+		case <-j.base.Done():
+			return
+		case <-f.done:
+		}
 		wait = j.refresh
-		if err := j.fetch(ctx); err != nil {
+		if f.err != nil {
 			wait = j.minRefresh
 		}
 	}
 }
 
-// close stops the refresh goroutine and waits for it to end.
+// close stops the refresh goroutine and any fetch in flight and waits for
+// them to end.
 func (j *jwks) close() {
+	j.mu.Lock()
+	j.closed = true
+	j.mu.Unlock()
 	j.cancel()
-	<-j.done
+	j.wg.Wait()
 }
 
-// lookup returns the key for kid usable with alg, fetching the set again if
-// no key matches and the last fetch is older than j.minRefresh.
+// startLocked returns the fetch in flight, starting one if there is none;
+// j.mu must be held.
+func (j *jwks) startLocked() *flight {
+	if j.inflight != nil {
+		return j.inflight
+	}
+	f := &flight{done: make(chan struct{})}
+	if j.closed {
+		f.err = errors.New("key set closed")
+		close(f.done)
+		return f
+	}
+	j.inflight, j.lastStart = f, time.Now()
+	j.wg.Add(1)
+	go j.fetch(f)
+	return f
+}
+
+// fetch downloads the key set on the key set's own context, installs it and
+// completes f.
+func (j *jwks) fetch(f *flight) {
+	defer j.wg.Done()
+	ctx, cancel := context.WithTimeout(j.base, j.timeout)
+	keys, err := j.download(ctx)
+	cancel()
+	if err != nil {
+		j.log.Warn("JWKS refresh failed; keeping the previous keys", "err", err)
+	}
+	j.mu.Lock()
+	if err == nil {
+		j.keys = keys
+	}
+	j.lastErr, j.inflight, f.err = err, nil, err
+	j.mu.Unlock()
+	close(f.done)
+}
+
+// lookup returns the key for kid usable with alg. If no key matches, it
+// waits (as long as ctx allows) for a fresh copy of the set: the fetch in
+// flight, or a new one if the last started at least j.minRefresh ago.
 func (j *jwks) lookup(ctx context.Context, kid, alg string) (any, error) {
 	k, err := j.find(kid, alg)
 	if err == nil {
 		return k, nil
 	}
-	j.fetchMu.Lock()
-	defer j.fetchMu.Unlock()
-	// Another caller may have fetched while this one waited.
-	if k, err := j.find(kid, alg); err == nil {
-		return k, nil
-	}
 	j.mu.Lock()
-	recent := time.Since(j.lastFetch) < j.minRefresh
-	j.mu.Unlock()
-	if !recent {
-		if ferr := j.fetchLocked(ctx); ferr != nil {
-			return nil, fmt.Errorf("%w (key set refresh failed: %w)", err, ferr)
-		}
-		return j.find(kid, alg)
+	f := j.inflight
+	if f == nil && time.Since(j.lastStart) >= j.minRefresh {
+		f = j.startLocked()
 	}
-	j.mu.Lock()
 	lastErr := j.lastErr
 	j.mu.Unlock()
-	if lastErr != nil {
-		return nil, fmt.Errorf("%w (last key set refresh failed: %w)", err, lastErr)
+	if f == nil {
+		if lastErr != nil {
+			return nil, fmt.Errorf("%w (last key set refresh failed: %w)", err, lastErr)
+		}
+		return nil, fmt.Errorf("%w (key set fetched less than %v ago)", err, j.minRefresh)
 	}
-	return nil, err
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w (stopped waiting for the key set refresh: %w)", err, ctx.Err())
+	}
+	if f.err != nil {
+		return nil, fmt.Errorf("%w (key set refresh failed: %w)", err, f.err)
+	}
+	return j.find(kid, alg)
 }
 
 // find looks kid up in the current keys. A token without kid matches only
@@ -176,25 +252,6 @@ func (k jwk) fits(alg string) bool {
 	return false
 }
 
-func (j *jwks) fetch(ctx context.Context) error {
-	j.fetchMu.Lock()
-	defer j.fetchMu.Unlock()
-	return j.fetchLocked(ctx)
-}
-
-// fetchLocked downloads and installs the key set; j.fetchMu must be held.
-func (j *jwks) fetchLocked(ctx context.Context) error {
-	keys, err := j.download(ctx)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.lastFetch, j.lastErr = time.Now(), err
-	if err != nil {
-		return err
-	}
-	j.keys = keys
-	return nil
-}
-
 func (j *jwks) download(ctx context.Context) ([]jwk, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.url, nil)
 	if err != nil {
@@ -207,14 +264,14 @@ func (j *jwks) download(ctx context.Context) ([]jwk, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetch JWKS %s: HTTP status %s", j.url, resp.Status)
+		return nil, fmt.Errorf("fetch JWKS %s: HTTP status %s", req.URL.Redacted(), resp.Status)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("fetch JWKS: %w", err)
 	}
 	if len(body) > maxJWKSSize {
-		return nil, fmt.Errorf("JWKS from %s is larger than %d bytes", j.url, maxJWKSSize)
+		return nil, fmt.Errorf("JWKS from %s is larger than %d bytes", req.URL.Redacted(), maxJWKSSize)
 	}
 	return parseJWKS(body)
 }

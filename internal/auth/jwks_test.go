@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,11 +10,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,9 +135,7 @@ func TestJWKS(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("Verify error = %v, want ErrUnauthenticated saying %q", err, tt.wantErr)
-			}
+			checkRefusal(t, err, tt.wantErr)
 		})
 	}
 }
@@ -152,9 +149,8 @@ func TestJWKSOnlyRejectsHS256(t *testing.T) {
 	}
 	defer v.Close()
 	tok := sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "a", "exp": time.Now().Add(time.Hour).Unix()}, nil)
-	if _, err := v.Verify(t.Context(), tok); !errors.Is(err, ErrUnauthenticated) || !strings.Contains(err.Error(), "HS256 is invalid") {
-		t.Fatalf("Verify HS256 on a JWKS-only verifier = %v", err)
-	}
+	_, err = v.Verify(t.Context(), tok)
+	checkRefusal(t, err, "HS256 is invalid")
 }
 
 func TestJWKSKeyRotation(t *testing.T) {
@@ -233,4 +229,70 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestJWKSRefreshBelongsToTheVerifier: a token with an unknown key id starts one refresh, which
+// runs on the verifier's own context. Callers that give up (cancelled, or with a short deadline)
+// stop waiting at once but neither abort the fetch nor make it fail for others; callers arriving
+// meanwhile join the same fetch.
+func TestJWKSRefreshBelongsToTheVerifier(t *testing.T) {
+	k1, _ := rsa.GenerateKey(rand.Reader, 2048)
+	k2, _ := rsa.GenerateKey(rand.Reader, 2048)
+	var (
+		fetches, aborted atomic.Int64
+		arrived          = make(chan struct{}, 1)
+		release          = make(chan struct{})
+		keys             atomic.Value
+	)
+	keys.Store([]map[string]string{rsaJWK("k1", k1)})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fetches.Add(1) > 1 { // every refresh after the first fetch waits for the test
+			arrived <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				aborted.Add(1)
+				return
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"keys": keys.Load()})
+	}))
+	defer srv.Close()
+	v, err := New(t.Context(), Config{JWKSURL: srv.URL, JWKSMinRefresh: time.Nanosecond, JWKSFetchTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	keys.Store([]map[string]string{rsaJWK("k1", k1), rsaJWK("k2", k2)}) // the provider rotates
+	tok := sign(t, jwt.SigningMethodRS256, k2, jwt.MapClaims{"sub": "a", "exp": time.Now().Add(time.Hour).Unix()}, map[string]any{"kid": "k2"})
+
+	// A caller that cancels while the refresh it started is in flight.
+	ctx, cancel := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() { _, err := v.Verify(ctx, tok); first <- err }()
+	<-arrived
+	cancel()
+	checkRefusal(t, <-first, "stopped waiting for the key set refresh")
+
+	// A caller with a short deadline returns at its deadline, not when the fetch ends.
+	short, cancelShort := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	_, err = v.Verify(short, tok)
+	cancelShort()
+	checkRefusal(t, err, "stopped waiting")
+
+	// Patient callers all join the one fetch in flight.
+	const patient = 8
+	results := make(chan error, patient)
+	for range patient {
+		go func() { _, err := v.Verify(t.Context(), tok); results <- err }()
+	}
+	close(release)
+	for range patient {
+		if err := <-results; err != nil {
+			t.Errorf("Verify after the refresh: %v", err)
+		}
+	}
+	if n, a := fetches.Load(), aborted.Load(); n != 2 || a != 0 {
+		t.Fatalf("%d fetches, %d aborted; want the initial one and one refresh, none aborted", n, a)
+	}
 }

@@ -19,8 +19,10 @@ import (
 )
 
 type demoOptions struct {
-	addr string
-	keep bool
+	addr     string
+	keep     bool
+	infoFile string
+	dataDir  string
 }
 
 func newDemoCmd() *cobra.Command {
@@ -34,6 +36,8 @@ func newDemoCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.addr, "addr", "127.0.0.1:0", "HTTP listen address for the demo service")
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep running after the demo command so you can try the API (Ctrl-C stops)")
+	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "data directory for the demo service (kept afterwards; default a temporary one that is removed)")
+	cmd.Flags().StringVar(&o.infoFile, "info-file", "", "with --keep, write the URL, token, system and the sshd's address, user, host key and private key as JSON to this file (0600) once ready, for test fixtures")
 	return cmd
 }
 
@@ -43,11 +47,13 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		return fmt.Errorf("start demo sshd: %w", err)
 	}
 	defer srv.Close()
-	dataDir, err := os.MkdirTemp("", "sshapi-demo-")
-	if err != nil {
-		return err
+	dataDir := o.dataDir
+	if dataDir == "" {
+		if dataDir, err = os.MkdirTemp("", "sshapi-demo-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dataDir)
 	}
-	defer os.RemoveAll(dataDir)
 	cfg := config.Default()
 	cfg.DataDir, cfg.Addr, cfg.LogLevel = dataDir, o.addr, "warn"
 	svc, err := service.New(ctx, cfg, newLogger(cfg, stderr))
@@ -106,7 +112,30 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	if !o.keep {
 		return nil
 	}
+	if o.infoFile != "" {
+		if err := writeDemoInfo(o.infoFile, base, tok, srv); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(stdout, "Try it:\n  export SSHAPI_URL=%s SSHAPI_TOKEN=%s\n  curl -s -X POST $SSHAPI_URL/v1/systems/demo/commands -H \"Authorization: Bearer $SSHAPI_TOKEN\" -d '{\"command\":\"ls -la\"}'\nCtrl-C stops.\n", base, tok)
 	<-ctx.Done()
 	return nil
+}
+
+// writeDemoInfo writes what a test fixture needs to use the kept demo, atomically (a reader that
+// sees the file sees all of it).
+func writeDemoInfo(name, url, token string, srv *sshtest.Server) error {
+	b, err := json.Marshal(map[string]any{
+		"url": url, "token": token, "system": "demo",
+		"ssh": map[string]any{"host": srv.Host, "port": srv.Port, "user": srv.User, "home": srv.Home,
+			"host_key": srv.AuthorizedHostKey(), "private_key": string(srv.PrivateKeyPEM)},
+	})
+	if err != nil {
+		return err
+	}
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write demo info: %w", err)
+	}
+	return os.Rename(tmp, name)
 }

@@ -7,12 +7,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/config"
 	"github.com/sshapi/sshapi/internal/service"
 )
 
 type serveOptions struct {
 	globalOptions
-	printToken string
+	printToken      string
+	tlsCert, tlsKey string
+	behindProxy     bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -26,11 +29,21 @@ func newServeCmd() *cobra.Command {
 	}
 	o.addFlags(cmd, true)
 	cmd.Flags().StringVar(&o.printToken, "print-token", "", "print a 12-hour dev token and a curl quickstart for this user at start-up")
+	cmd.Flags().StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate chain, reloaded when it changes (SSHAPI_TLS_CERT_FILE)")
+	cmd.Flags().StringVar(&o.tlsKey, "tls-key", "", "PEM private key for --tls-cert (SSHAPI_TLS_KEY_FILE)")
+	cmd.Flags().BoolVar(&o.behindProxy, "behind-proxy", false, "allow plain HTTP on a non-loopback address: a TLS-terminating proxy is in front (SSHAPI_SERVER_BEHIND_PROXY)")
 	return cmd
 }
 
 func runServe(cmd *cobra.Command, o serveOptions) error {
-	cfg, err := o.load()
+	cfg, err := o.load(func(c *config.Config) {
+		if o.tlsCert != "" || o.tlsKey != "" {
+			c.TLS.CertFile, c.TLS.KeyFile = o.tlsCert, o.tlsKey
+		}
+		if o.behindProxy {
+			c.Server.BehindProxy = true
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -38,6 +51,9 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	svc, err := service.New(cmd.Context(), cfg, log)
 	if err != nil {
 		return err
+	}
+	if o.printToken != "" && !cfg.Auth.DevSecretEnabled() {
+		return errDevSecretOff
 	}
 	if o.printToken != "" {
 		sec, err := service.DevSecret(cfg.DataDir)
@@ -48,7 +64,11 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), quickstart, o.printToken, tok, cfg.Addr)
+		scheme := "http"
+		if cfg.TLS.Enabled() {
+			scheme = "https"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), quickstart, o.printToken, tok, scheme, cfg.Addr)
 	}
 	return svc.Run(cmd.Context())
 }
@@ -57,7 +77,7 @@ const quickstart = `
 sshapi dev token for user %q (valid 12 h):
 
   export SSHAPI_TOKEN=%s
-  export SSHAPI_URL=http://%s
+  export SSHAPI_URL=%s://%s
 
 Quickstart (any SSH server you can log in to; a local one works):
 

@@ -11,6 +11,9 @@ import (
 	"github.com/sshapi/sshapi/internal/service"
 )
 
+// errDevSecretOff refuses to issue tokens the configured service would not accept.
+var errDevSecretOff = errors.New("the configuration does not accept data-dir HS256 tokens (auth.jwks_url is set without auth.enable_dev_secret, or auth.disable_dev_secret is set)")
+
 type tokenOptions struct {
 	globalOptions
 	user string
@@ -32,6 +35,9 @@ func newTokenCmd() *cobra.Command {
 			cfg, err := o.load()
 			if err != nil {
 				return err
+			}
+			if !cfg.Auth.DevSecretEnabled() {
+				return errDevSecretOff
 			}
 			sec, err := service.DevSecret(cfg.DataDir)
 			if err != nil {

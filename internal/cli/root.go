@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
+		var st exitStatus
+		if errors.As(err, &st) {
+			return int(st)
+		}
 		fmt.Fprintln(stderr, "sshapi:", err)
 		return 1
 	}
@@ -36,6 +41,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(newServeCmd(), newTokenCmd(), newVersionCmd(), newWanemCmd(), newDemoCmd())
 	root.AddCommand(newBenchCmd())
+	// Client verbs (scp-like SYSTEM:PATH arguments) against a logged-in service.
+	root.AddCommand(newLoginCmd(), newSystemsCmd(), newLsCmd(), newStatCmd(), newGetCmd(), newPutCmd(),
+		newRmCmd(), newMvCmd(), newCpCmd(), newMkdirCmd(), newCatCmd(), newRunCmd(),
+		newTransferCmd(), newTransfersCmd(), newCancelCmd())
 	return root
 }
 
@@ -54,13 +63,14 @@ func (o *globalOptions) addFlags(cmd *cobra.Command, withAddr bool) {
 	}
 }
 
-// load returns the configuration: defaults, file, environment, then flags.
-func (o *globalOptions) load() (config.Config, error) {
+// load returns the configuration: defaults, file, environment, then flags (the global ones, then
+// a command's own edits), validated once all are applied.
+func (o *globalOptions) load(edits ...func(*config.Config)) (config.Config, error) {
 	file := o.configFile
 	if file == "" {
 		file = os.Getenv("SSHAPI_CONFIG")
 	}
-	cfg, err := config.Load(file)
+	cfg, err := config.Read(file)
 	if err != nil {
 		return cfg, err
 	}
@@ -69,6 +79,9 @@ func (o *globalOptions) load() (config.Config, error) {
 	}
 	if o.addr != "" {
 		cfg.Addr = o.addr
+	}
+	for _, edit := range edits {
+		edit(&cfg)
 	}
 	return cfg, cfg.Validate()
 }

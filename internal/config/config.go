@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"time"
 
@@ -43,17 +44,41 @@ type Config struct {
 	Transfer transfer.Config `yaml:"transfer" envPrefix:"TRANSFER_"`
 	// Network says which addresses systems may have (checked at registration and on every dial).
 	Network netpolicy.Config `yaml:"network" envPrefix:"NETWORK_"`
+	// Server bounds the HTTP server's time and headers and says whether a proxy is in front.
+	Server Server `yaml:"server" envPrefix:"SERVER_"`
+	// TLS serves HTTPS from certificate and key files.
+	TLS TLS `yaml:"tls" envPrefix:"TLS_"`
 }
 
 // Auth configures token verification.
 type Auth struct {
 	// JWKSURL accepts RS256/ES256 tokens from an OIDC provider's key set.
 	JWKSURL string `yaml:"jwks_url" env:"JWKS_URL"`
-	// Issuer and Audience, if set, must match the token's iss and aud.
+	// Issuer and Audience, if set, must match the token's iss and aud. With JWKSURL both are
+	// required: without them any token the provider issues for any client would be accepted.
 	Issuer   string `yaml:"issuer" env:"ISSUER"`
 	Audience string `yaml:"audience" env:"AUDIENCE"`
 	// DisableDevSecret stops accepting HS256 tokens signed with the data dir's secret.
 	DisableDevSecret bool `yaml:"disable_dev_secret" env:"DISABLE_DEV_SECRET"`
+	// EnableDevSecret keeps accepting data-dir HS256 tokens alongside JWKSURL (off by default
+	// once JWKSURL is set).
+	EnableDevSecret bool `yaml:"enable_dev_secret" env:"ENABLE_DEV_SECRET"`
+	// JWKSRefresh is how often the key set is fetched again in the background.
+	JWKSRefresh time.Duration `yaml:"jwks_refresh" env:"JWKS_REFRESH"`
+	// JWKSMinRefresh is the shortest time between two fetches; tokens naming an unknown key id
+	// trigger at most one fetch per this interval.
+	JWKSMinRefresh time.Duration `yaml:"jwks_min_refresh" env:"JWKS_MIN_REFRESH"`
+	// JWKSFetchTimeout bounds one fetch of the key set.
+	JWKSFetchTimeout time.Duration `yaml:"jwks_fetch_timeout" env:"JWKS_FETCH_TIMEOUT"`
+}
+
+// DevSecretEnabled reports whether HS256 tokens signed with the data dir's secret are accepted:
+// by default without a JWKS URL, only with enable_dev_secret when one is set.
+func (a Auth) DevSecretEnabled() bool {
+	if a.JWKSURL != "" {
+		return a.EnableDevSecret
+	}
+	return !a.DisableDevSecret
 }
 
 // Default returns the built-in defaults: a local listener and ./sshapi-data.
@@ -67,12 +92,24 @@ func Default() Config {
 		// The embedded defaults serve a local development setup, where systems are often on
 		// 127.0.0.1; a deployment should set network.allow_loopback: false.
 		Network: netpolicy.Config{AllowLoopback: true},
+		Auth:    Auth{JWKSRefresh: time.Hour, JWKSMinRefresh: time.Minute, JWKSFetchTimeout: 10 * time.Second},
+		Server:  defaultServer(),
+		TLS:     defaultTLS(),
 	}
 }
 
 // Load returns the defaults overlaid with the YAML file at path (if path is not empty) and then
-// with SSHAPI_* environment variables.
+// with SSHAPI_* environment variables, validated.
 func Load(path string) (Config, error) {
+	cfg, err := Read(path)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// Read is Load without Validate, for callers that apply command-line flags before validating.
+func Read(path string) (Config, error) {
 	cfg := Default()
 	if path != "" {
 		b, err := os.ReadFile(path)
@@ -88,7 +125,7 @@ func Load(path string) (Config, error) {
 	if err := env.ParseWithOptions(&cfg, env.Options{Prefix: "SSHAPI_"}); err != nil {
 		return cfg, fmt.Errorf("environment: %w", err)
 	}
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
 // Validate checks values that would otherwise fail late.
@@ -111,6 +148,31 @@ func (c Config) Validate() error {
 	}
 	if c.Auth.DisableDevSecret && c.Auth.JWKSURL == "" {
 		return errors.New("auth: with disable_dev_secret set, jwks_url is required or no token could be accepted")
+	}
+	if err := c.Auth.validate(); err != nil {
+		return err
+	}
+	return c.validateListen()
+}
+
+// validate checks the settings a real deployment with an identity provider depends on.
+func (a Auth) validate() error {
+	if a.EnableDevSecret && a.DisableDevSecret {
+		return errors.New("auth: enable_dev_secret and disable_dev_secret contradict each other")
+	}
+	if a.JWKSURL == "" {
+		return nil
+	}
+	if a.Issuer == "" || a.Audience == "" {
+		return errors.New("auth: with jwks_url set, issuer and audience are required (the provider's iss and this service's client id), " +
+			"or tokens the provider issued for any other application would be accepted")
+	}
+	u, err := url.Parse(a.JWKSURL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && (u.Scheme != "http" || !loopbackHost(u.Hostname()))) {
+		return errors.New("auth: jwks_url must be an https:// URL (http:// only for a loopback host)")
+	}
+	if a.JWKSRefresh <= 0 || a.JWKSMinRefresh <= 0 || a.JWKSFetchTimeout <= 0 {
+		return errors.New("auth: jwks_refresh, jwks_min_refresh and jwks_fetch_timeout must be positive")
 	}
 	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,6 +24,7 @@ import (
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store/sqlite"
+	"github.com/sshapi/sshapi/internal/tlsfile"
 	"github.com/sshapi/sshapi/internal/transfer"
 )
 
@@ -44,6 +44,7 @@ var Version = "dev"
 type Service struct {
 	cfg      config.Config
 	log      *slog.Logger
+	cert     *tlsfile.Cert // nil without TLS
 	db       *sqlite.DB
 	verifier *auth.Verifier
 	pool     *sshpool.Pool
@@ -68,6 +69,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	var cert *tlsfile.Cert // loaded first: a bad certificate stops the start before anything is made
+	if cfg.TLS.Enabled() {
+		var err error
+		if cert, err = tlsfile.Load(cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.ReloadInterval, log.With("component", "tls")); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -79,8 +87,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err != nil {
 		return nil, fmt.Errorf("keyring: %w", err)
 	}
-	authCfg := auth.Config{JWKSURL: cfg.Auth.JWKSURL, Issuer: cfg.Auth.Issuer, Audience: cfg.Auth.Audience}
-	if !cfg.Auth.DisableDevSecret {
+	authCfg := auth.Config{JWKSURL: cfg.Auth.JWKSURL, Issuer: cfg.Auth.Issuer, Audience: cfg.Auth.Audience,
+		JWKSRefresh: cfg.Auth.JWKSRefresh, JWKSMinRefresh: cfg.Auth.JWKSMinRefresh, JWKSFetchTimeout: cfg.Auth.JWKSFetchTimeout,
+		Log: log.With("component", "auth")}
+	if cfg.Auth.DevSecretEnabled() {
 		if authCfg.HS256Secret, err = DevSecret(cfg.DataDir); err != nil {
 			return nil, fmt.Errorf("dev JWT secret: %w", err)
 		}
@@ -130,7 +140,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine,
 		Log: log.With("component", "api"), Registry: reg, Version: Version, Network: network,
 	})
-	return &Service{cfg: cfg, log: log, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, served: make(chan error, 1)}, nil
+	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, served: make(chan error, 1)}, nil
 }
 
 // Start listens on the configured address and serves in the background.
@@ -146,15 +156,21 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	s.ln = ln
-	s.http = &http.Server{
-		Handler:           s.api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	s.http, err = s.httpServer()
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	s.http.RegisterOnShutdown(s.engine.BeginShutdown) // end transfer event streams so Shutdown can drain
-	go func() { s.served <- s.http.Serve(ln) }()
-	s.log.Info("sshapi listening", "addr", ln.Addr().String(), "data_dir", s.cfg.DataDir, "version", Version)
+	go func() {
+		if s.cert != nil {
+			s.served <- s.http.ServeTLS(ln, "", "") // the certificate comes from TLSConfig.GetCertificate
+			return
+		}
+		s.served <- s.http.Serve(ln)
+	}()
+	s.log.Info("sshapi listening", "addr", ln.Addr().String(), "tls", s.cert != nil, "behind_proxy", s.cfg.Server.BehindProxy,
+		"data_dir", s.cfg.DataDir, "version", Version)
 	return nil
 }
 
