@@ -27,11 +27,8 @@ import (
 // bodies a path is absolute or relative to the home, as in a shell. Repeated slashes are
 // normalised before routing.
 
-// Listing limits.
-const (
-	defaultListLimit = 10_000
-	maxListLimit     = 100_000
-)
+// defaultListLimit is a listing's page size when limit is not given.
+const defaultListLimit = 10_000
 
 // fsCall gives fn a files.FS for the caller's system. bulk asks for an SFTP channel of its own
 // (large reads and writes, so one transfer does not share a 2 MiB window with every other
@@ -63,7 +60,7 @@ func (s *Server) fsCall(r *http.Request, bulk, idempotent bool, fn func(fsys *fi
 			}
 			client, done = lease.Client, lease.Done
 		}
-		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir})
+		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0)})
 		err = fn(fsys)
 		done(err)
 		if err == nil || !errors.Is(err, files.ErrConnection) || i+1 >= attempts {
@@ -144,12 +141,17 @@ func parseMode(field, v string) (os.FileMode, error) {
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
 	var opts files.ListOptions
 	var err error
-	if opts.Limit, err = queryInt(r, "limit", defaultListLimit, 1, maxListLimit); err != nil {
+	window := s.cfg.ListMaxWindow
+	if opts.Limit, err = queryInt(r, "limit", min(defaultListLimit, window), 1, window); err != nil {
 		return err
 	}
 	if opts.Offset, err = queryInt(r, "offset", 0, 0, 1<<31-1); err != nil {
 		return err
 	}
+	if opts.Offset > window-opts.Limit {
+		return badField("offset", "offset+limit must be at most %d (list_max_window): page further with after=<next_after>", window)
+	}
+	opts.After = r.URL.Query().Get("after")
 	opts.Pattern = r.URL.Query().Get("pattern")
 	if opts.Pattern != "" {
 		if _, err := path.Match(opts.Pattern, ""); err != nil {
@@ -218,6 +220,10 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		// Every write of the body has a deadline: a client that stops reading releases the SFTP
+		// channel after StreamWriteTimeout.
+		dw := s.newDeadlineWriter(w, time.Time{})
+		defer dw.done()
 		if e.Type == files.TypeDir {
 			if archive == "" {
 				return errStatus(http.StatusConflict, "%s is a directory: add ?archive=tar, tar.gz or zip to download it", e.Path)
@@ -228,8 +234,13 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 			w.WriteHeader(http.StatusOK)
 			// Errors after the headers cannot change the status; the archive is then truncated
 			// and invalid, which archive readers detect.
-			return fsys.WriteArchive(r.Context(), p, archive, w)
+			return fsys.WriteArchive(r.Context(), p, archive, dw)
 		}
+		br, release, err := s.downloadBuffer(r.Context())
+		if err != nil {
+			return err
+		}
+		defer release()
 		f, e, err := fsys.OpenRead(r.Context(), p)
 		if err != nil {
 			return err
@@ -241,13 +252,38 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 		if w.Header().Get("Content-Type") == "" {
 			w.Header().Set("Content-Type", "application/octet-stream")
 		}
-		http.ServeContent(w, r, "", e.ModTime, newPipelinedReader(f, e.Size))
+		http.ServeContent(deadlineResponse{ResponseWriter: w, dw: dw}, r, "", e.ModTime, newPipelinedReader(f, br, e.Size))
+		if err := dw.Err(); err != nil {
+			return fmt.Errorf("download abandoned by the client: %w", err)
+		}
 		return nil
 	})
 }
 
-// pipelinedReader gives http.ServeContent an io.ReadSeeker whose reads are large, so pkg/sftp
-// keeps many read requests in flight instead of one 32 KiB round trip at a time.
+// downloadBuffer takes one read-ahead buffer from the download budget, waiting at most
+// BudgetWait, and returns it with the function that gives it back.
+func (s *Server) downloadBuffer(ctx context.Context) (*bufio.Reader, func(), error) {
+	n := int64(s.cfg.DownloadBufferBytes)
+	wctx, cancel := s.budgetCtx(ctx)
+	err := s.downloads.Acquire(wctx, n)
+	cancel()
+	if err != nil {
+		return nil, nil, errBusy("download buffers", err)
+	}
+	br, _ := s.dlBufs.Get().(*bufio.Reader)
+	if br == nil {
+		br = bufio.NewReaderSize(nil, s.cfg.DownloadBufferBytes)
+	}
+	return br, func() {
+		br.Reset(nil)
+		s.dlBufs.Put(br)
+		s.downloads.Release(n)
+	}, nil
+}
+
+// pipelinedReader gives http.ServeContent an io.ReadSeeker whose reads are large (the size of
+// the download buffer), so pkg/sftp keeps many read requests in flight instead of one 32 KiB
+// round trip at a time.
 type pipelinedReader struct {
 	f    *sftp.File
 	br   *bufio.Reader
@@ -255,10 +291,9 @@ type pipelinedReader struct {
 	pos  int64
 }
 
-const pipelineChunk = 8 << 20
-
-func newPipelinedReader(f *sftp.File, size int64) *pipelinedReader {
-	return &pipelinedReader{f: f, br: bufio.NewReaderSize(f, pipelineChunk), size: size}
+func newPipelinedReader(f *sftp.File, br *bufio.Reader, size int64) *pipelinedReader {
+	br.Reset(f)
+	return &pipelinedReader{f: f, br: br, size: size}
 }
 
 func (p *pipelinedReader) Read(b []byte) (int, error) {
@@ -332,8 +367,10 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	if r.PathValue("path") == "" || strings.HasSuffix(r.PathValue("path"), "/") {
 		return badField("path", "must name a file, not a directory")
 	}
+	body, done := s.idleBody(w, r)
+	defer done()
 	return s.fsCall(r, true, false, func(fsys *files.FS) error {
-		res, err := fsys.Upload(r.Context(), urlPath(r), r.Body, opts)
+		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
 		if err != nil {
 			return uploadErr(err)
 		}
@@ -342,11 +379,15 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-// uploadErr reports a body that could not be read (client went away, body too large) as such.
+// uploadErr reports a body that could not be read (client went away or idle, body too large)
+// as such.
 func uploadErr(err error) error {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return errStatus(http.StatusRequestEntityTooLarge, "upload exceeds %d bytes", tooBig.Limit)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return &httpError{status: http.StatusRequestTimeout, detail: "upload body idle for too long (upload_idle_timeout); nothing was written", err: err}
 	}
 	return err
 }
@@ -361,6 +402,9 @@ func (s *Server) postContent(w http.ResponseWriter, r *http.Request) error {
 	if opts.SHA256 != "" {
 		return badField("sha256", "is only supported for single-file PUT uploads")
 	}
+	body, done := s.idleBody(w, r)
+	defer done()
+	r.Body = io.NopCloser(body)
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return errStatus(http.StatusUnsupportedMediaType, "POST to a directory needs a multipart/form-data body: %v", err)

@@ -100,6 +100,9 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("data_dir must not be empty")
 	}
+	if err := c.HTTP.Validate(); err != nil {
+		return err
+	}
 	if c.Auth.DisableDevSecret && c.Auth.JWKSURL == "" {
 		return errors.New("auth: with disable_dev_secret set, jwks_url is required or no token could be accepted")
 	}

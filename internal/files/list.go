@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -55,8 +57,11 @@ type Entry struct {
 type ListOptions struct {
 	// Limit is the page size; 0 means everything from Offset on.
 	Limit int
-	// Offset is the number of matching entries to skip.
+	// Offset is the number of matching entries to skip (after After, when given).
 	Offset int
+	// After, when set, starts the page after this name: keyset paging, which costs the same
+	// memory on every page however deep into a large directory it is.
+	After string
 	// Pattern, when set, keeps entries whose base name matches it (path.Match syntax).
 	Pattern string
 	// Recursive lists the whole tree below the directory, without following symlinks.
@@ -75,10 +80,17 @@ type Listing struct {
 	Total int `json:"total"`
 	// NextOffset is the Offset of the next page, 0 when this page is the last.
 	NextOffset int `json:"next_offset,omitempty"`
+	// NextAfter is the After of the next page (with Offset 0), "" when this page is the last.
+	NextAfter string `json:"next_after,omitempty"`
+
+	more bool // entries follow this page
 }
 
 // List lists directory p: one READDIR sequence per directory, readlink only for the symlinks on
-// the returned page (concurrently). Dangling symlinks are listed like any other.
+// the returned page (concurrently). Dangling symlinks are listed like any other. A directory
+// listing holds at most Offset+Limit entries however large the directory is (a bounded heap
+// keeps the first ones in name order); a large directory is read batch by batch over a channel
+// of its own (see Options.StreamDirBytes).
 func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, error) {
 	const op = "list"
 	if opts.Limit < 0 || opts.Offset < 0 {
@@ -93,26 +105,45 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	if err != nil {
 		return nil, err
 	}
-	var all []Entry
+	window := opts.Offset + opts.Limit
+	if opts.Limit == 0 || window > MaxRecursiveEntries {
+		window = MaxRecursiveEntries
+	}
+	l := &Listing{Path: dir}
+	var page []Entry
 	if opts.Recursive {
-		all, err = f.walkList(ctx, dir, opts)
+		all, err := f.walkList(ctx, dir, opts)
+		if err != nil {
+			return nil, err
+		}
+		slices.SortFunc(all, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+		l.Total = len(all)
+		after := 0
+		if opts.After != "" {
+			after, _ = slices.BinarySearchFunc(all, opts.After, func(e Entry, name string) int {
+				if e.Name <= name {
+					return -1
+				}
+				return 1
+			})
+		}
+		rest := all[after:]
+		page = rest[:min(len(rest), window)]
+		l.more = len(rest) > window
 	} else {
-		all, err = f.readDir(ctx, op, dir, "", opts)
+		top := newTopK(window, opts.After)
+		if err := f.eachEntry(ctx, op, dir, "", opts, top.add); err != nil {
+			return nil, err
+		}
+		page, l.Total, l.more = top.sorted(), top.total, top.more
 	}
-	if err != nil {
-		return nil, err
+	start := min(opts.Offset, len(page))
+	l.Entries = page[start:len(page):len(page)]
+	if l.more && len(l.Entries) > 0 {
+		l.NextOffset = opts.Offset + len(l.Entries)
+		l.NextAfter = l.Entries[len(l.Entries)-1].Name
 	}
-	slices.SortFunc(all, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
-
-	l := &Listing{Path: dir, Total: len(all)}
-	start := min(opts.Offset, len(all))
-	end := len(all)
-	if opts.Limit > 0 && start+opts.Limit < end {
-		end = start + opts.Limit
-		l.NextOffset = end
-	}
-	l.Entries = all[start:end:end]
-	if l.Entries == nil {
+	if len(l.Entries) == 0 {
 		l.Entries = []Entry{} // an empty page, not a missing one
 	}
 	if err := f.readLinks(ctx, l.Entries); err != nil {
@@ -121,27 +152,61 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	return l, nil
 }
 
-// readDir reads one directory and returns the entries that pass opts' filters, each named
-// prefix+base.
-func (f *FS) readDir(ctx context.Context, op, dir, prefix string, opts ListOptions) ([]Entry, error) {
-	infos, err := f.c.ReadDirContext(ctx, dir)
-	if err != nil {
-		return nil, f.dirErr(ctx, op, dir, err)
-	}
-	out := make([]Entry, 0, len(infos))
-	for _, fi := range infos {
+// eachEntry calls fn for every entry of directory dir that passes opts' filters, each named
+// prefix+base. A directory the server reports as larger than Options.StreamDirBytes is read
+// batch by batch on a channel of its own when the Runner can open one; a smaller one with one
+// ReadDir on the shared channel.
+func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOptions, fn func(Entry)) error {
+	keep := func(fi os.FileInfo) {
 		name := fi.Name()
 		if !opts.ShowHidden && strings.HasPrefix(name, ".") {
-			continue
+			return
 		}
 		if opts.Pattern != "" {
 			if ok, _ := path.Match(opts.Pattern, name); !ok {
-				continue
+				return
 			}
 		}
-		out = append(out, entryFromInfo(path.Join(dir, name), prefix+name, fi))
+		fn(entryFromInfo(path.Join(dir, name), prefix+name, fi))
 	}
-	return out, nil
+	ch, streams := f.run.(Channels)
+	if streams && f.opts.StreamDirBytes > 0 {
+		fi, err := f.c.Stat(dir)
+		if err != nil {
+			return f.dirErr(ctx, op, dir, err)
+		}
+		streams = fi.Size() > f.opts.StreamDirBytes
+	}
+	if !streams {
+		infos, err := f.c.ReadDirContext(ctx, dir)
+		if err != nil {
+			return f.dirErr(ctx, op, dir, err)
+		}
+		for _, fi := range infos {
+			keep(fi)
+		}
+		return nil
+	}
+	d, err := openDirStream(ctx, ch, dir)
+	if err != nil {
+		return f.dirErr(ctx, op, dir, err)
+	}
+	defer d.close()
+	for {
+		infos, err := d.next()
+		if errors.Is(err, io.EOF) {
+			return checkCtx(ctx, op, dir)
+		}
+		if err != nil {
+			if cerr := checkCtx(ctx, op, dir); cerr != nil {
+				return cerr
+			}
+			return f.dirErr(ctx, op, dir, err)
+		}
+		for _, fi := range infos {
+			keep(fi)
+		}
+	}
 }
 
 // dirErr classifies a failure to open or read directory dir: OpenSSH maps ENOTDIR to
@@ -166,6 +231,7 @@ func (f *FS) walkList(ctx context.Context, root string, opts ListOptions) ([]Ent
 		firstErr error
 		wg       sync.WaitGroup
 		sem      = make(chan struct{}, linkWorkers)
+		dirs     atomic.Int64
 	)
 	fail := func(err error) {
 		mu.Lock()
@@ -183,33 +249,33 @@ func (f *FS) walkList(ctx context.Context, root string, opts ListOptions) ([]Ent
 		case <-ctx.Done():
 			return
 		}
-		infos, err := f.c.ReadDirContext(ctx, dir)
-		<-sem
-		if err != nil {
-			fail(f.dirErr(ctx, op, dir, err))
-			return
-		}
 		var mine []Entry
-		for _, fi := range infos {
-			name := fi.Name()
-			if !opts.ShowHidden && strings.HasPrefix(name, ".") {
-				continue
-			}
-			full, rel := path.Join(dir, name), prefix+name
-			if fi.IsDir() { // lstat attributes: a symlink to a directory is not descended into
+		every := opts
+		every.Pattern = "" // every directory is descended into; the pattern selects what is listed
+		err := f.eachEntry(ctx, op, dir, prefix, every, func(e Entry) {
+			// lstat attributes: a symlink to a directory is not descended into. The number of
+			// directories waiting to be read is bounded like the listing itself.
+			if e.Type == TypeDir && dirs.Add(1) <= MaxRecursiveEntries {
 				wg.Add(1)
-				go visit(full, rel+"/")
+				go visit(e.Path, e.Name+"/")
 			}
 			if opts.Pattern != "" {
-				if ok, _ := path.Match(opts.Pattern, name); !ok {
-					continue
+				if ok, _ := path.Match(opts.Pattern, path.Base(e.Name)); !ok {
+					return
 				}
 			}
-			mine = append(mine, entryFromInfo(full, rel, fi))
+			if len(mine) <= MaxRecursiveEntries {
+				mine = append(mine, e)
+			}
+		})
+		<-sem
+		if err != nil {
+			fail(err)
+			return
 		}
 		mu.Lock()
 		all = append(all, mine...)
-		if len(all) > MaxRecursiveEntries && firstErr == nil {
+		if (len(all) > MaxRecursiveEntries || dirs.Load() > MaxRecursiveEntries) && firstErr == nil {
 			firstErr = newErr(op, root, ErrInvalid, fmt.Errorf("more than %d entries: list directories one by one or narrow the pattern", MaxRecursiveEntries))
 			cancel()
 		}
