@@ -73,7 +73,7 @@ func (s *Server) runCommandOn(param string) handlerFunc {
 
 // streamGrace is how long after a command's timeout its NDJSON stream may still be written
 // (the kill and the final "exit" event).
-const streamGrace = 10 * time.Second
+const streamGrace = 5 * time.Second
 
 // runBuffered reserves the command's output from the server-wide budget (waiting at most
 // BudgetWait) and runs it, keeping the output.
@@ -103,7 +103,11 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, owner, id strin
 		w.WriteHeader(http.StatusOK)
 		dw := s.newDeadlineWriter(w, time.Time{})
 		defer dw.done()
-		return out.WriteJSON(dw)
+		if err := out.WriteJSON(dw); err != nil {
+			return err
+		}
+		_, err = io.WriteString(dw, "\n")
+		return err
 	}
 	t, _, err := s.target(r.Context(), owner, id)
 	if err != nil {

@@ -369,25 +369,21 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	}
 	body, done := s.idleBody(w, r)
 	defer done()
-	return s.fsCall(r, true, false, func(fsys *files.FS) error {
+	return body.err(s.fsCall(r, true, false, func(fsys *files.FS) error {
 		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
 		if err != nil {
 			return uploadErr(err)
 		}
 		writeJSON(w, http.StatusCreated, res)
 		return nil
-	})
+	}))
 }
 
-// uploadErr reports a body that could not be read (client went away or idle, body too large)
-// as such.
+// uploadErr reports a body that could not be read (client went away, body too large) as such.
 func uploadErr(err error) error {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return errStatus(http.StatusRequestEntityTooLarge, "upload exceeds %d bytes", tooBig.Limit)
-	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return &httpError{status: http.StatusRequestTimeout, detail: "upload body idle for too long (upload_idle_timeout); nothing was written", err: err}
 	}
 	return err
 }
@@ -437,7 +433,7 @@ func (s *Server) postContent(w http.ResponseWriter, r *http.Request) error {
 		}
 		return nil
 	})
-	if err != nil {
+	if err := body.err(err); err != nil {
 		return err
 	}
 	if len(results) == 0 {

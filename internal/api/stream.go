@@ -3,9 +3,12 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -88,9 +91,10 @@ func (d deadlineResponse) Unwrap() http.ResponseWriter { return d.ResponseWriter
 // idleReader reads an upload body with a read deadline renewed before every read, so that a
 // body that goes quiet for UploadIdleTimeout fails the upload (which then leaves nothing).
 type idleReader struct {
-	r    io.Reader
-	rc   *http.ResponseController
-	idle time.Duration
+	r     io.Reader
+	rc    *http.ResponseController
+	idle  time.Duration
+	idled atomic.Bool // a read failed on the idle deadline
 }
 
 func (s *Server) idleBody(w http.ResponseWriter, r *http.Request) (*idleReader, func()) {
@@ -101,7 +105,20 @@ func (s *Server) idleBody(w http.ResponseWriter, r *http.Request) (*idleReader, 
 // Read implements io.Reader.
 func (i *idleReader) Read(p []byte) (int, error) {
 	_ = i.rc.SetReadDeadline(time.Now().Add(i.idle))
-	return i.r.Read(p)
+	n, err := i.r.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		i.idled.Store(true)
+	}
+	return n, err
+}
+
+// err reports an upload that failed because its body went idle (the server then also cancels
+// the request's context, so the operation's own error says only "canceled"), or err.
+func (i *idleReader) err(err error) error {
+	if err != nil && i.idled.Load() {
+		return &httpError{status: http.StatusRequestTimeout, detail: fmt.Sprintf("upload body sent nothing for %v (upload_idle_timeout); nothing was written", i.idle), err: err}
+	}
+	return err
 }
 
 // budgetCtx bounds a wait for a budget by BudgetWait (and by the request's own deadline).

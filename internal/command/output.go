@@ -206,8 +206,8 @@ type Output struct {
 	res            *Reservation
 }
 
-// WriteJSON writes the result as the JSON object a Result marshals to, with the captured
-// output in stdout and stderr, through a small buffer.
+// WriteJSON writes the result as the JSON object a Result marshals to (without a trailing
+// newline), with the captured output in stdout and stderr, through a small buffer.
 func (o *Output) WriteJSON(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 32<<10)
 	field := func(name string, v any) {
@@ -241,7 +241,7 @@ func (o *Output) WriteJSON(w io.Writer) error {
 	field("stderr_truncated", o.StderrTruncated)
 	field("timed_out", o.TimedOut)
 	field("duration_ms", o.DurationMS)
-	_, _ = bw.WriteString("}\n")
+	_ = bw.WriteByte('}')
 	return bw.Flush()
 }
 
