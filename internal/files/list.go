@@ -8,10 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -110,33 +108,17 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 		window = MaxRecursiveEntries
 	}
 	l := &Listing{Path: dir}
-	var page []Entry
+	top := newTopK(window, opts.After)
 	if opts.Recursive {
-		all, err := f.walkList(ctx, dir, opts)
-		if err != nil {
-			return nil, err
-		}
-		slices.SortFunc(all, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
-		l.Total = len(all)
-		after := 0
-		if opts.After != "" {
-			after, _ = slices.BinarySearchFunc(all, opts.After, func(e Entry, name string) int {
-				if e.Name <= name {
-					return -1
-				}
-				return 1
-			})
-		}
-		rest := all[after:]
-		page = rest[:min(len(rest), window)]
-		l.more = len(rest) > window
+		err = f.walkList(ctx, dir, opts, top.add)
 	} else {
-		top := newTopK(window, opts.After)
-		if err := f.eachEntry(ctx, op, dir, "", opts, top.add); err != nil {
-			return nil, err
-		}
-		page, l.Total, l.more = top.sorted(), top.total, top.more
+		err = f.eachEntry(ctx, op, dir, "", opts, top.add)
 	}
+	if err != nil {
+		return nil, err
+	}
+	page := top.sorted()
+	l.Total, l.more = top.total, top.more
 	start := min(opts.Offset, len(page))
 	l.Entries = page[start:len(page):len(page)]
 	if l.more && len(l.Entries) > 0 {
@@ -153,22 +135,28 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 }
 
 // eachEntry calls fn for every entry of directory dir that passes opts' filters, each named
-// prefix+base. A directory the server reports as larger than Options.StreamDirBytes is read
-// batch by batch on a channel of its own when the Runner can open one; a smaller one with one
-// ReadDir on the shared channel.
+// prefix+base.
 func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOptions, fn func(Entry)) error {
-	keep := func(fi os.FileInfo) {
+	return f.eachInfo(ctx, op, dir, func(fi os.FileInfo) error {
 		name := fi.Name()
 		if !opts.ShowHidden && strings.HasPrefix(name, ".") {
-			return
+			return nil
 		}
 		if opts.Pattern != "" {
 			if ok, _ := path.Match(opts.Pattern, name); !ok {
-				return
+				return nil
 			}
 		}
 		fn(entryFromInfo(path.Join(dir, name), prefix+name, fi))
-	}
+		return nil
+	})
+}
+
+// eachInfo calls fn for every entry of directory dir, in the server's order, and stops at the
+// first error fn returns. A directory the server reports as larger than Options.StreamDirBytes
+// is read batch by batch on a channel of its own when the Runner can open one (memory: one
+// batch); a smaller one with one ReadDir on the shared channel.
+func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) error) error {
 	ch, streams := f.run.(Channels)
 	if streams && f.opts.StreamDirBytes > 0 {
 		fi, err := f.c.Stat(dir)
@@ -183,7 +171,9 @@ func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOpt
 			return f.dirErr(ctx, op, dir, err)
 		}
 		for _, fi := range infos {
-			keep(fi)
+			if err := fn(fi); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -204,7 +194,9 @@ func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOpt
 			return f.dirErr(ctx, op, dir, err)
 		}
 		for _, fi := range infos {
-			keep(fi)
+			if err := fn(fi); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -220,77 +212,96 @@ func (f *FS) dirErr(ctx context.Context, op, dir string, err error) error {
 	return wrap(op, dir, err)
 }
 
-// walkList lists the tree below root, reading up to linkWorkers directories at once.
-func (f *FS) walkList(ctx context.Context, root string, opts ListOptions) ([]Entry, error) {
+// walkList calls sink (never concurrently) for every entry of the tree below root that passes
+// opts' filters, with linkWorkers workers reading directories from a queue. More than
+// MaxRecursiveEntries matching entries, or directories, is refused: the walk's work and its
+// queue are bounded, and sink bounds what is kept.
+func (f *FS) walkList(ctx context.Context, root string, opts ListOptions, sink func(Entry)) error {
 	const op = "list"
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	type job struct{ dir, prefix string }
 	var (
-		mu       sync.Mutex
-		all      []Entry
+		mu       sync.Mutex // guards everything below and serializes sink
+		cond     = sync.NewCond(&mu)
+		queue    = []job{{root, ""}}
+		active   int
+		dirs     int
+		listed   int
 		firstErr error
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, linkWorkers)
-		dirs     atomic.Int64
 	)
-	fail := func(err error) {
-		mu.Lock()
+	tooMany := newErr(op, root, ErrInvalid, fmt.Errorf("more than %d entries: list directories one by one or narrow the pattern", MaxRecursiveEntries))
+	failLocked := func(err error) {
 		if firstErr == nil {
 			firstErr = err
 			cancel()
 		}
-		mu.Unlock()
+		cond.Broadcast()
 	}
-	var visit func(dir, prefix string)
-	visit = func(dir, prefix string) {
-		defer wg.Done()
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		var mine []Entry
-		every := opts
-		every.Pattern = "" // every directory is descended into; the pattern selects what is listed
-		err := f.eachEntry(ctx, op, dir, prefix, every, func(e Entry) {
-			// lstat attributes: a symlink to a directory is not descended into. The number of
-			// directories waiting to be read is bounded like the listing itself.
-			if e.Type == TypeDir && dirs.Add(1) <= MaxRecursiveEntries {
-				wg.Add(1)
-				go visit(e.Path, e.Name+"/")
+	every := opts
+	every.Pattern = "" // every directory is descended into; the pattern selects what is listed
+	visit := func(j job) error {
+		return f.eachEntry(ctx, op, j.dir, j.prefix, every, func(e Entry) {
+			mu.Lock()
+			defer mu.Unlock()
+			if firstErr != nil {
+				return
+			}
+			// lstat attributes: a symlink to a directory is not descended into.
+			if e.Type == TypeDir {
+				if dirs++; dirs > MaxRecursiveEntries {
+					failLocked(tooMany)
+					return
+				}
+				queue = append(queue, job{e.Path, e.Name + "/"})
+				cond.Signal()
 			}
 			if opts.Pattern != "" {
 				if ok, _ := path.Match(opts.Pattern, path.Base(e.Name)); !ok {
 					return
 				}
 			}
-			if len(mine) <= MaxRecursiveEntries {
-				mine = append(mine, e)
+			if listed++; listed > MaxRecursiveEntries {
+				failLocked(tooMany)
+				return
+			}
+			sink(e)
+		})
+	}
+	var wg sync.WaitGroup
+	for range linkWorkers {
+		wg.Go(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			for {
+				for len(queue) == 0 && active > 0 && firstErr == nil {
+					cond.Wait()
+				}
+				if firstErr != nil || len(queue) == 0 {
+					cond.Broadcast() // done: wake the others to see it
+					return
+				}
+				j := queue[len(queue)-1]
+				queue = queue[:len(queue)-1]
+				active++
+				mu.Unlock()
+				err := visit(j)
+				mu.Lock()
+				active--
+				if err != nil {
+					failLocked(err)
+				}
+				if active == 0 && len(queue) == 0 {
+					cond.Broadcast()
+				}
 			}
 		})
-		<-sem
-		if err != nil {
-			fail(err)
-			return
-		}
-		mu.Lock()
-		all = append(all, mine...)
-		if (len(all) > MaxRecursiveEntries || dirs.Load() > MaxRecursiveEntries) && firstErr == nil {
-			firstErr = newErr(op, root, ErrInvalid, fmt.Errorf("more than %d entries: list directories one by one or narrow the pattern", MaxRecursiveEntries))
-			cancel()
-		}
-		mu.Unlock()
 	}
-	wg.Add(1)
-	visit(root, "")
 	wg.Wait()
 	if firstErr != nil {
-		return nil, firstErr
+		return firstErr
 	}
-	if err := checkCtx(ctx, op, root); err != nil {
-		return nil, err
-	}
-	return all, nil
+	return checkCtx(ctx, op, root)
 }
 
 // readLinks fills LinkTarget for the symlinks among entries, concurrently.
