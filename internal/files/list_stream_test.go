@@ -1,6 +1,7 @@
 package files
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -185,5 +186,39 @@ func TestListLargeDirectoryStaysSmall(t *testing.T) {
 	}
 	if peak > 8<<20 {
 		t.Errorf("streamed listing peaked at %d bytes of live heap, want under 8 MiB", peak)
+	}
+}
+
+// TestArchiveLargeDirectoryStreamed archives a directory of more than archiveSortMax entries
+// read batch by batch: every entry comes once with its content, the first archiveSortMax in
+// name order, and the directory was read over a channel of its own.
+func TestArchiveLargeDirectoryStreamed(t *testing.T) {
+	e := newEnv(t)
+	const n = archiveSortMax + 500
+	files := map[string]string{"tree/sub/inner.txt": "inner"}
+	for i := range n - 1 {
+		files[fmt.Sprintf("tree/f%06d", (i*7)%(n-1))] = fmt.Sprint(i)
+	}
+	writeLocal(t, e.dir, files)
+	var opened atomic.Int64
+	f := New(e.sftp, channelRunner{sessionRunner{e.conn}, &opened}, Options{StreamDirBytes: 0})
+	var buf bytes.Buffer
+	if err := f.WriteArchive(context.Background(), filepath.Join(e.dir, "tree"), "tar", &buf); err != nil {
+		t.Fatal(err)
+	}
+	got, order := readArchive(t, "tar", buf.Bytes())
+	if len(order) != n+2 || len(got) != n+2 { // + "tree/" and "tree/sub/inner.txt"
+		t.Fatalf("%d entries (%d distinct), want %d", len(order), len(got), n+2)
+	}
+	for name, content := range files {
+		if got[name] != content {
+			t.Fatalf("%s: %q, want %q", name, got[name], content)
+		}
+	}
+	if !slices.IsSorted(order[1 : archiveSortMax+1]) {
+		t.Error("the first archiveSortMax entries are not in name order")
+	}
+	if opened.Load() < 2 {
+		t.Errorf("opened %d channels, want one per directory", opened.Load())
 	}
 }
