@@ -71,9 +71,10 @@ func (s *Server) runCommandOn(param string) handlerFunc {
 	}
 }
 
-// streamGrace is how long after a command's timeout its NDJSON stream may still be written
-// (the kill and the final "exit" event).
-const streamGrace = 5 * time.Second
+// maxStreamGrace bounds how long after a command's timeout its NDJSON stream may still be
+// written (the kill, the final "exit" event and output already on its way to a slow client);
+// the grace is the smaller of this and StreamWriteTimeout.
+const maxStreamGrace = 30 * time.Second
 
 // runBuffered reserves the command's output from the server-wide budget (waiting at most
 // BudgetWait) and runs it, keeping the output.
@@ -118,7 +119,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, owner, id strin
 	// once its timeout has passed (or after StreamWriteTimeout without progress).
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	dw := s.newDeadlineWriter(w, time.Now().Add(req.Timeout+streamGrace))
+	dw := s.newDeadlineWriter(w, time.Now().Add(req.Timeout+min(maxStreamGrace, s.cfg.StreamWriteTimeout)))
 	defer dw.done()
 	enc := json.NewEncoder(dw)
 	enc.SetEscapeHTML(false)
