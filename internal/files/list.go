@@ -158,24 +158,19 @@ func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOpt
 // batch); a smaller one with one ReadDir on the shared channel.
 func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) error) error {
 	ch, streams := f.run.(Channels)
-	if streams && f.opts.StreamDirBytes > 0 {
-		fi, err := f.c.Stat(dir)
+	if !streams || f.opts.StreamDirBytes > 0 {
+		infos, big, err := f.readSmallDir(ctx, dir, streams)
 		if err != nil {
 			return f.dirErr(ctx, op, dir, err)
 		}
-		streams = fi.Size() > f.opts.StreamDirBytes
-	}
-	if !streams {
-		infos, err := f.c.ReadDirContext(ctx, dir)
-		if err != nil {
-			return f.dirErr(ctx, op, dir, err)
-		}
-		for _, fi := range infos {
-			if err := fn(fi); err != nil {
-				return err
+		if !big {
+			for _, fi := range infos {
+				if err := fn(fi); err != nil {
+					return err
+				}
 			}
+			return nil
 		}
-		return nil
 	}
 	d, err := openDirStream(ctx, ch, dir)
 	if err != nil {
@@ -199,6 +194,35 @@ func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) 
 			}
 		}
 	}
+}
+
+// readSmallDir reads directory dir whole on the shared channel. When check is set it asks for
+// the directory's size at the same time (so a small directory costs no extra round trip) and,
+// if the size is above Options.StreamDirBytes, abandons the read after the batches already
+// received and reports big.
+func (f *FS) readSmallDir(ctx context.Context, dir string, check bool) ([]os.FileInfo, bool, error) {
+	if !check {
+		infos, err := f.c.ReadDirContext(ctx, dir)
+		return infos, false, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		infos []os.FileInfo
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		infos, err := f.c.ReadDirContext(rctx, dir)
+		done <- result{infos, err}
+	}()
+	if fi, err := f.c.Stat(dir); err == nil && fi.IsDir() && fi.Size() > f.opts.StreamDirBytes {
+		cancel()
+		<-done
+		return nil, true, nil
+	}
+	r := <-done
+	return r.infos, false, r.err
 }
 
 // dirErr classifies a failure to open or read directory dir: OpenSSH maps ENOTDIR to

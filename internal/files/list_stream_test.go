@@ -63,6 +63,8 @@ func TestListStreamedMatchesWhole(t *testing.T) {
 	var opened atomic.Int64
 	whole := New(e.sftp, noRunner{t}, Options{})
 	streamed := New(e.sftp, channelRunner{sessionRunner{e.conn}, &opened}, Options{StreamDirBytes: 0})
+	var hybridOpened atomic.Int64 // a 700-entry directory is far below 1 MiB of directory
+	hybrid := New(e.sftp, channelRunner{sessionRunner{e.conn}, &hybridOpened}, Options{StreamDirBytes: 1 << 20})
 	tests := []struct {
 		name string
 		dir  string
@@ -93,6 +95,10 @@ func TestListStreamedMatchesWhole(t *testing.T) {
 			}
 			if werr == nil && opened.Load() == before {
 				t.Fatal("the streamed listing opened no channel of its own")
+			}
+			h, herr := hybrid.List(ctx, tt.dir, tt.opts)
+			if (werr == nil) != (herr == nil) || !reflect.DeepEqual(want, h) || hybridOpened.Load() != 0 {
+				t.Fatalf("small directory with a size check: %v, %d channels opened, equal=%v", herr, hybridOpened.Load(), reflect.DeepEqual(want, h))
 			}
 		})
 	}
