@@ -18,8 +18,8 @@ import (
 
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
-	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store"
@@ -152,7 +152,7 @@ type Server struct {
 
 	loads chan struct{} // one token per POST /sshapi/v2/load allowed to run at once
 
-	keySlots chan struct{} // one token per submitted private key being parsed (keyparse.go)
+	keySlots  chan struct{}       // one token per submitted private key being parsed (keyparse.go)
 	outputs   *command.Budget     // buffered command output, server-wide
 	downloads *semaphore.Weighted // download read-ahead buffers, in bytes
 	dlBufs    sync.Pool           // *bufio.Reader of DownloadBufferBytes
