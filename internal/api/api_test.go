@@ -68,6 +68,12 @@ func newEnv(t testing.TB) *env { return newEnvWith(t, nil) }
 // nil, may add collaborators to d before the server is made; *s is the server once it exists.
 func newEnvWith(t testing.TB, extra func(dir string, d *Deps, s **Server)) *env {
 	t.Helper()
+	return newEnvConfig(t, Config{}, extra)
+}
+
+// newEnvConfig is newEnvWith with the server's Config.
+func newEnvConfig(t testing.TB, cfg Config, extra func(dir string, d *Deps, s **Server)) *env {
+	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
 	db, err := sqlite.Open(ctx, filepath.Join(dir, "sshapi.db"))
@@ -97,7 +103,7 @@ func newEnvWith(t testing.TB, extra func(dir string, d *Deps, s **Server)) *env 
 	if extra != nil {
 		extra(dir, &d, &s)
 	}
-	s = New(Config{}, d)
+	s = New(cfg, d)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	return &env{t: t, url: hs.URL, secret: sec, log: logs, pool: pool, srv: sshtest.New(t, sshtest.Options{}), seen: &syncBuffer{}, api: s}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -27,11 +26,8 @@ import (
 // bodies a path is absolute or relative to the home, as in a shell. Repeated slashes, dot
 // segments and encoded slashes in a URL's file path belong to the path (see normalizePath).
 
-// Listing limits.
-const (
-	defaultListLimit = 10_000
-	maxListLimit     = 100_000
-)
+// defaultListLimit is a listing's page size when limit is not given.
+const defaultListLimit = 10_000
 
 // fsCall gives fn a files.FS for the caller's system. bulk asks for an SFTP channel of its own
 // (large reads and writes, so one transfer does not share a 2 MiB window with every other
@@ -63,7 +59,7 @@ func (s *Server) fsCall(r *http.Request, bulk, idempotent bool, fn func(fsys *fi
 			}
 			client, done = lease.Client, lease.Done
 		}
-		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir})
+		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0)})
 		err = fn(fsys)
 		done(err)
 		if err == nil || !errors.Is(err, files.ErrConnection) || i+1 >= attempts {
@@ -144,12 +140,17 @@ func parseMode(field, v string) (os.FileMode, error) {
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
 	var opts files.ListOptions
 	var err error
-	if opts.Limit, err = queryInt(r, "limit", defaultListLimit, 1, maxListLimit); err != nil {
+	window := s.cfg.ListMaxWindow
+	if opts.Limit, err = queryInt(r, "limit", min(defaultListLimit, window), 1, window); err != nil {
 		return err
 	}
 	if opts.Offset, err = queryInt(r, "offset", 0, 0, 1<<31-1); err != nil {
 		return err
 	}
+	if opts.Offset > window-opts.Limit {
+		return badField("offset", "offset+limit must be at most %d (list_max_window): page further with after=<next_after>", window)
+	}
+	opts.After = r.URL.Query().Get("after")
 	opts.Pattern = r.URL.Query().Get("pattern")
 	if opts.Pattern != "" {
 		if _, err := path.Match(opts.Pattern, ""); err != nil {
@@ -218,6 +219,10 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		// Every write of the body has a deadline: a client that stops reading releases the SFTP
+		// channel after StreamWriteTimeout.
+		dw := s.newDeadlineWriter(w, time.Time{})
+		defer dw.done()
 		if e.Type == files.TypeDir {
 			if archive == "" {
 				return errStatus(http.StatusConflict, "%s is a directory: add ?archive=tar, tar.gz or zip to download it", e.Path)
@@ -228,8 +233,13 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 			w.WriteHeader(http.StatusOK)
 			// Errors after the headers cannot change the status; the archive is then truncated
 			// and invalid, which archive readers detect.
-			return fsys.WriteArchive(r.Context(), p, archive, w)
+			return fsys.WriteArchive(r.Context(), p, archive, dw)
 		}
+		br, release, err := s.downloadBuffer(r.Context())
+		if err != nil {
+			return err
+		}
+		defer release()
 		f, e, err := fsys.OpenRead(r.Context(), p)
 		if err != nil {
 			return err
@@ -241,58 +251,12 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 		if w.Header().Get("Content-Type") == "" {
 			w.Header().Set("Content-Type", "application/octet-stream")
 		}
-		http.ServeContent(w, r, "", e.ModTime, newPipelinedReader(f, e.Size))
+		http.ServeContent(deadlineResponse{ResponseWriter: w, dw: dw}, r, "", e.ModTime, newPipelinedReader(f, br, e.Size))
+		if err := dw.Err(); err != nil {
+			return fmt.Errorf("download abandoned by the client: %w", err)
+		}
 		return nil
 	})
-}
-
-// pipelinedReader gives http.ServeContent an io.ReadSeeker whose reads are large, so pkg/sftp
-// keeps many read requests in flight instead of one 32 KiB round trip at a time.
-type pipelinedReader struct {
-	f    *sftp.File
-	br   *bufio.Reader
-	size int64
-	pos  int64
-}
-
-const pipelineChunk = 8 << 20
-
-func newPipelinedReader(f *sftp.File, size int64) *pipelinedReader {
-	return &pipelinedReader{f: f, br: bufio.NewReaderSize(f, pipelineChunk), size: size}
-}
-
-func (p *pipelinedReader) Read(b []byte) (int, error) {
-	n, err := p.br.Read(b)
-	p.pos += int64(n)
-	return n, err
-}
-
-// Seek moves the read position. The size is known from the stat, so seeking to the end does
-// not ask the server.
-func (p *pipelinedReader) Seek(offset int64, whence int) (int64, error) {
-	var abs int64
-	switch whence {
-	case io.SeekStart:
-		abs = offset
-	case io.SeekCurrent:
-		abs = p.pos + offset
-	case io.SeekEnd:
-		abs = p.size + offset
-	default:
-		return 0, fmt.Errorf("seek: bad whence %d", whence)
-	}
-	if abs < 0 {
-		return 0, errors.New("seek: negative position")
-	}
-	if abs == p.pos {
-		return abs, nil
-	}
-	if _, err := p.f.Seek(abs, io.SeekStart); err != nil {
-		return 0, fmt.Errorf("seek: %w", err)
-	}
-	p.br.Reset(p.f)
-	p.pos = abs
-	return abs, nil
 }
 
 // uploadOptions reads the PUT/POST query: overwrite, parents, mode, sha256 (or X-Checksum-Sha256).
@@ -332,14 +296,16 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	if r.PathValue("path") == "" || strings.HasSuffix(r.PathValue("path"), "/") {
 		return badField("path", "must name a file, not a directory")
 	}
-	return s.fsCall(r, true, false, func(fsys *files.FS) error {
-		res, err := fsys.Upload(r.Context(), urlPath(r), r.Body, opts)
+	body, done := s.idleBody(w, r)
+	defer done()
+	return body.err(s.fsCall(r, true, false, func(fsys *files.FS) error {
+		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
 		if err != nil {
 			return uploadErr(err)
 		}
 		writeJSON(w, http.StatusCreated, res)
 		return nil
-	})
+	}))
 }
 
 // uploadErr reports a body that could not be read (client went away, body too large) as such.
@@ -361,6 +327,9 @@ func (s *Server) postContent(w http.ResponseWriter, r *http.Request) error {
 	if opts.SHA256 != "" {
 		return badField("sha256", "is only supported for single-file PUT uploads")
 	}
+	body, done := s.idleBody(w, r)
+	defer done()
+	r.Body = io.NopCloser(body)
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return errStatus(http.StatusUnsupportedMediaType, "POST to a directory needs a multipart/form-data body: %v", err)
@@ -393,7 +362,7 @@ func (s *Server) postContent(w http.ResponseWriter, r *http.Request) error {
 		}
 		return nil
 	})
-	if err != nil {
+	if err := body.err(err); err != nil {
 		return err
 	}
 	if len(results) == 0 {

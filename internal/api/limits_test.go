@@ -1,195 +1,308 @@
 package api
 
 import (
-	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
-	"github.com/sshapi/sshapi/internal/transfer"
+	"github.com/sshapi/sshapi/internal/command"
 )
 
-// newTransferEnvWith is newTransferEnv with the engine's configuration given.
-func newTransferEnvWith(t *testing.T, cfg transfer.Config) (*env, *transfer.Engine) {
+// waitFor polls cond until it holds or d passes (state we can observe, not a sleep).
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	var eng *transfer.Engine
-	e := newEnvWith(t, func(dir string, d *Deps, s **Server) {
-		tdb, err := transfer.OpenSQLite(t.Context(), filepath.Join(dir, "transfers.db"))
-		if err != nil {
-			t.Fatal(err)
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
-		resolve := transfer.ResolverFunc(func(ctx context.Context, owner, system string) (transfer.System, error) {
-			return (*s).TransferResolver().Resolve(ctx, owner, system)
-		})
-		eng, err = transfer.New(cfg, transfer.Deps{DB: tdb, Pool: d.Pool, Resolver: resolve, Log: d.Log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := eng.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = eng.Stop(context.Background())
-			tdb.Close()
-		})
-		d.Transfers = eng
-	})
-	return e, eng
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
-// junkKeyPEM is a private key no server authorizes.
-func junkKeyPEM(t *testing.T) string {
+// chownToUser gives a file made here (the test sshd is local) to the remote user.
+func chownToUser(t *testing.T, p, name string) {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	u, err := user.Lookup(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(p, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	return string(pem.EncodeToMemory(block))
 }
 
-// is429 reports whether r is a 429 problem with a Retry-After of at least one second.
-func is429(r resp) bool {
-	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
-	return r.status == 429 && err == nil && ra >= 1 && r.header.Get("Content-Type") == "application/problem+json"
-}
-
-// TestPerOwnerLimitsOverHTTP: with all of a user's slots of a kind taken, the next request of
-// that kind is 429 problem+json with Retry-After, another user's is not affected, and a freed slot
-// serves the user again.
-func TestPerOwnerLimitsOverHTTP(t *testing.T) {
-	e, _ := newTransferEnvWith(t, transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond, MaxQueuedPerOwner: 1})
-	for _, u := range []string{"alice", "bob"} {
-		e.register(u, "hpc")
-	}
+// TestCommandOutputBudget: max_output_bytes above the configured cap is a 400 naming the field;
+// while one buffered command holds the whole budget another is answered 503 with Retry-After
+// (streams are not held back), and once it finishes the budget is whole again.
+func TestCommandOutputBudget(t *testing.T) {
+	e := newEnvConfig(t, Config{CommandOutputBudgetBytes: 2 << 20, CommandMaxOutputBytes: 1 << 20, BudgetWait: 300 * time.Millisecond}, nil)
+	e.register("alice", "hpc")
 	dir := e.srv.MkTemp(t)
-	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("data"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ownTree(t, e.srv, dir)
-	submit := func(user, name string) resp {
-		return e.do(user, "POST", "/v1/transfers", map[string]any{
-			"source": map[string]any{"system": "hpc", "path": filepath.Join(dir, "f")}, "destination": map[string]any{"system": "hpc", "path": filepath.Join(dir, name)}})
-	}
-	r := submit("alice", "copy")
-	if r.status != 202 {
-		t.Fatalf("transfer: %d %s", r.status, r.body)
-	}
-	id := r.json(t)["id"].(string)
-	e.waitTransfer("alice", id, time.Minute)
-	var bobID string
-	if r := submit("bob", "bobcopy"); r.status == 202 {
-		bobID = r.json(t)["id"].(string)
-		e.waitTransfer("bob", bobID, time.Minute)
-	} else {
-		t.Fatalf("bob's transfer: %d %s", r.status, r.body)
+
+	r := e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "true", "max_output_bytes": 2 << 20})
+	if r.status != 400 || !strings.Contains(string(r.body), `"field":"max_output_bytes"`) {
+		t.Fatalf("above the cap: %d %s", r.status, r.body)
 	}
 
-	lim := e.api.limits
-	cases := []struct {
-		name         string
-		slots        *ownerSlots
-		method, path string
-		body         any
-		bobPath      string
-	}{
-		{"command", lim.commands, "POST", "/v1/systems/hpc/commands", map[string]any{"command": "true"}, ""},
-		{"fan-out command", lim.commands, "POST", "/v1/commands", map[string]any{"systems": []string{"hpc"}, "command": "true"}, ""},
-		{"study command", lim.commands, "POST", "/sshapi/v2/hpc", map[string]any{"command": "true"}, ""},
-		{"load run", lim.loads, "POST", "/sshapi/v2/load", map[string]any{"name": "hpc", "command": "true", "rate": 4, "duration_s": 0.5}, ""},
-		{"event stream", lim.streams, "GET", "/v1/transfers/" + id + "/events", nil, "/v1/transfers/" + bobID + "/events"},
+	holder := make(chan resp, 1)
+	go func() {
+		holder <- e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{
+			"command":          fmt.Sprintf("touch %s/started; while [ ! -e %s/go ]; do sleep 0.05; done; echo done", dir, dir),
+			"max_output_bytes": 1 << 20, "timeout_s": 30})
+	}()
+	waitFor(t, 20*time.Second, "the holding command to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
+	r = e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "echo hi", "max_output_bytes": 1})
+	if r.status != 503 || r.header.Get("Retry-After") == "" || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("budget exhausted: %d %v %s", r.status, r.header, r.body)
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			var held []func()
-			for range c.slots.max {
-				rel, err := c.slots.acquire("alice")
-				if err != nil {
-					t.Fatal(err)
-				}
-				held = append(held, rel)
+	r = e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "echo streamed"}, "Accept", "application/x-ndjson")
+	if r.status != 200 || !strings.Contains(string(r.body), `"data":"streamed\n"`) {
+		t.Fatalf("a stream while the budget is taken: %d %s", r.status, r.body)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-holder; h.status != 200 || h.json(t)["stdout"] != "done\n" {
+		t.Fatalf("holder: %d %s", h.status, h.body)
+	}
+	r = e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "echo hi", "max_output_bytes": 1 << 20})
+	if r.status != 200 || r.json(t)["stdout"] != "hi\n" {
+		t.Fatalf("after release: %d %s", r.status, r.body)
+	}
+}
+
+// TestNULOutputIsCompact: 4 MiB of NUL bytes on each stream come base64 (5.6 MB each), not as
+// 25 MB of \u0000 escapes, and decode to the bytes printed.
+func TestNULOutputIsCompact(t *testing.T) {
+	e := newEnv(t)
+	e.register("alice", "hpc")
+	const n = 4 << 20
+	r := e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{
+		"command": fmt.Sprintf("head -c %d /dev/zero; head -c %d /dev/zero >&2", n, n), "max_output_bytes": n})
+	var res command.Result
+	if err := json.Unmarshal(r.body, &res); err != nil || r.status != 200 {
+		t.Fatalf("%d %v %.300s", r.status, err, r.body)
+	}
+	if len(r.body) > 2*base64.StdEncoding.EncodedLen(n)+1024 || res.StdoutEncoding != "base64" || res.StderrEncoding != "base64" {
+		t.Fatalf("response of %d bytes, encodings %q %q", len(r.body), res.StdoutEncoding, res.StderrEncoding)
+	}
+	for _, s := range []string{res.Stdout, res.Stderr} {
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || !bytes.Equal(b, make([]byte, n)) {
+			t.Fatalf("decoded %d bytes: %v", len(b), err)
+		}
+	}
+}
+
+// rawRequest sends an HTTP/1.1 request on a fresh connection with a small receive buffer and
+// returns the connection, for clients that stop reading.
+func rawRequest(t *testing.T, e *env, method, path, body string, hdr ...string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.(*net.TCPConn).SetReadBuffer(4096)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", method, path, e.token("alice"), len(body))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		fmt.Fprintf(&b, "%s: %s\r\n", hdr[i], hdr[i+1])
+	}
+	b.WriteString("\r\n" + body)
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		t.Fatal(err)
+	}
+	head := make([]byte, 512)
+	if _, err := io.ReadAtLeast(c, head, 64); err != nil || !bytes.HasPrefix(head, []byte("HTTP/1.1 200")) {
+		t.Fatalf("response start %q: %v", head, err)
+	}
+	return c
+}
+
+// TestStalledStreamReleasesChannel: a client that stops reading an NDJSON stream of endless
+// output gets its command killed and its SSH channel freed, either once the command's timeout
+// (plus the kill's 3 s grace) has passed, or after stream_write_timeout without progress,
+// whichever comes first; in the second case the handler has given the client up too.
+func TestStalledStreamReleasesChannel(t *testing.T) {
+	tests := []struct {
+		name     string
+		stall    time.Duration
+		timeoutS int
+		abandons bool // the handler's write failed within the test
+	}{
+		{"command timeout passes", 10 * time.Minute, 2, false},
+		{"no progress for stream_write_timeout", time.Second, 600, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnvConfig(t, Config{StreamWriteTimeout: tt.stall}, nil)
+			e.register("alice", "hpc")
+			body := fmt.Sprintf(`{"command":"exec yes stalled-stream-test","timeout_s":%d,"max_output_bytes":67108864}`, tt.timeoutS)
+			_ = rawRequest(t, e, "POST", "/v1/systems/hpc/commands", body, "Accept", "application/x-ndjson")
+			if e.pool.Stats().ChannelsInUse == 0 {
+				t.Fatal("no channel in use while the command streams")
 			}
-			if r := e.do("alice", c.method, c.path, c.body); !is429(r) {
-				t.Fatalf("alice over her limit: %d %v %s, want 429 problem with Retry-After", r.status, r.header, r.body)
-			}
-			bobPath := c.path
-			if c.bobPath != "" {
-				bobPath = c.bobPath
-			}
-			if r := e.do("bob", c.method, bobPath, c.body); r.status != 200 {
-				t.Fatalf("bob while alice is at her limit: %d %s", r.status, r.body)
-			}
-			for _, rel := range held {
-				rel()
-			}
-			if r := e.do("alice", c.method, c.path, c.body); r.status != 200 {
-				t.Fatalf("alice after her slots were freed: %d %s", r.status, r.body)
+			start := time.Now()
+			waitFor(t, 60*time.Second, "the stalled stream's channel to be released", func() bool { return e.pool.Stats().ChannelsInUse == 0 })
+			t.Logf("channel released %v after the client stopped reading", time.Since(start).Round(100*time.Millisecond))
+			if tt.abandons {
+				waitFor(t, 30*time.Second, "the handler to abandon the stalled client", func() bool {
+					return strings.Contains(e.log.String(), "NDJSON stream abandoned by the client")
+				})
 			}
 		})
 	}
+}
 
-	t.Run("queued transfers", func(t *testing.T) {
-		// MaxQueuedPerOwner 1: while one of alice's transfers is unfinished, another is refused.
-		// The first one's source refuses connections, so it keeps retrying until canceled.
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		closed := l.Addr().String()
-		l.Close()
-		e.registerAt("alice", "down", e.srv, closed)
-		r := e.do("alice", "POST", "/v1/transfers", map[string]any{
-			"source": map[string]any{"system": "down", "path": filepath.Join(dir, "f")}, "destination": map[string]any{"system": "hpc", "path": filepath.Join(dir, "x")}})
-		if r.status != 202 {
-			t.Fatalf("%d %s", r.status, r.body)
-		}
-		first := r.json(t)["id"].(string)
-		if r := submit("alice", "copy2"); !is429(r) || !strings.Contains(string(r.body), "queued or running") {
-			t.Fatalf("second unfinished transfer: %d %s", r.status, r.body)
-		}
-		if r := submit("bob", "bobcopy2"); r.status != 202 {
-			t.Fatalf("bob: %d %s", r.status, r.body)
-		}
-		if r := e.do("alice", "DELETE", "/v1/transfers/"+first, nil); r.status != 200 {
-			t.Fatalf("cancel: %d %s", r.status, r.body)
-		}
-		if r := submit("alice", "copy3"); r.status != 202 {
-			t.Fatalf("after the first was canceled: %d %s", r.status, r.body)
-		}
-	})
+// TestUploadIdleAborted: an upload whose body goes quiet for upload_idle_timeout is answered
+// 408 and leaves neither the file nor a temporary behind.
+func TestUploadIdleAborted(t *testing.T) {
+	e := newEnvConfig(t, Config{UploadIdleTimeout: 300 * time.Millisecond}, nil)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write(bytes.Repeat([]byte("x"), 100_000)) }() // then silence
+	req, _ := http.NewRequest("PUT", e.url+"/v1/systems/hpc/content"+dir+"/idle.bin", pr)
+	req.Header.Set("Authorization", "Bearer "+e.token("alice"))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("idle upload: %d %s", res.StatusCode, body)
+	}
+	left, err := os.ReadDir(dir)
+	if err != nil || len(left) != 0 {
+		t.Fatalf("left behind: %v %v", left, err)
+	}
+}
 
-	t.Run("credential checks", func(t *testing.T) {
-		e.api.limits = newLimits(OwnerLimits{CredentialChecksPerMinute: 6, CredentialChecksPerMinutePerCredential: 4}) // bursts 3 and 2
-		e.register("alice", "hpc2")
-		check := func(user, id string) resp { return e.do(user, "POST", "/v1/systems/"+id+"/credential/check", nil) }
-		for i := range 2 {
-			if r := check("alice", "hpc"); r.status != 200 {
-				t.Fatalf("check %d: %d %s", i, r.status, r.body)
+// TestFanoutStreamsAsSystemsFinish: with NDJSON, /v1/commands sends each system's line when it
+// finishes. The first system to start waits until the client has read the other's line, so a
+// response built at the end would never complete.
+func TestFanoutStreamsAsSystemsFinish(t *testing.T) {
+	e := newEnv(t)
+	e.register("alice", "a")
+	e.register("alice", "b")
+	dir := e.srv.MkTemp(t)
+	cmd := fmt.Sprintf("cd %s && if mkdir lock 2>/dev/null; then while [ ! -e released ]; do sleep 0.05; done; echo slow; else echo fast; fi", dir)
+	body, _ := json.Marshal(map[string]any{"systems": []string{"a", "b"}, "command": cmd, "timeout_s": 30})
+	req, _ := http.NewRequest("POST", e.url+"/v1/commands", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+e.token("alice"))
+	req.Header.Set("Accept", "application/x-ndjson")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("%d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	sc := bufio.NewScanner(res.Body)
+	var got []string
+	systems := map[string]bool{}
+	for sc.Scan() {
+		var line struct {
+			System string          `json:"system"`
+			Result *command.Result `json:"result"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil || line.Result == nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		got = append(got, line.Result.Stdout)
+		systems[line.System] = true
+		if len(got) == 1 {
+			if err := os.WriteFile(filepath.Join(dir, "released"), nil, 0o644); err != nil {
+				t.Fatal(err)
 			}
 		}
-		if r := check("alice", "hpc"); !is429(r) {
-			t.Fatalf("third check of one credential: %d %v %s", r.status, r.header, r.body)
-		}
-		if r := check("alice", "hpc2"); r.status != 200 { // another credential: the owner's third
-			t.Fatalf("other credential: %d %s", r.status, r.body)
-		}
-		if r := check("alice", "hpc2"); !is429(r) { // the owner's bucket is empty
-			t.Fatalf("owner over the rate: %d %s", r.status, r.body)
-		}
-		if r := check("bob", "hpc"); r.status != 200 {
-			t.Fatalf("bob: %d %s", r.status, r.body)
-		}
+	}
+	if strings.Join(got, "") != "fast\nslow\n" || !systems["a"] || !systems["b"] {
+		t.Fatalf("lines %q for systems %v", got, systems)
+	}
+}
+
+// TestDownloadBuffersBounded: with room for one download buffer, a second download waits
+// budget_wait and is answered 503 with Retry-After; the first client stops reading, its
+// download ends after stream_write_timeout and the buffer serves the next download.
+func TestDownloadBuffersBounded(t *testing.T) {
+	e := newEnvConfig(t, Config{DownloadBufferBytes: 1 << 20, DownloadBufferBudgetBytes: 1 << 20,
+		BudgetWait: 300 * time.Millisecond, StreamWriteTimeout: time.Second}, nil)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	big := filepath.Join(dir, "big.bin")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Truncate(256 << 20) // sparse: more than any socket buffers
+	f.Close()
+	small := filepath.Join(dir, "small.txt")
+	if err := os.WriteFile(small, []byte("small"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{big, small} {
+		chownToUser(t, p, e.srv.User)
+	}
+	_ = rawRequest(t, e, "GET", "/v1/systems/hpc/content"+big, "")
+	r := e.do("alice", "GET", "/v1/systems/hpc/content"+small, nil)
+	if r.status != 503 || r.header.Get("Retry-After") == "" {
+		t.Fatalf("second download while the buffer is taken: %d %s", r.status, r.body)
+	}
+	waitFor(t, 30*time.Second, "the stalled download to give its buffer back", func() bool {
+		r = e.do("alice", "GET", "/v1/systems/hpc/content"+small, nil)
+		return r.status == 200
 	})
+	if string(r.body) != "small" {
+		t.Fatalf("download: %q", r.body)
+	}
+}
+
+// TestListingWindow: offset+limit beyond list_max_window is a 400 naming offset; after= pages on.
+func TestListingWindow(t *testing.T) {
+	e := newEnvConfig(t, Config{ListMaxWindow: 10}, nil)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	for i := range 12 {
+		p := filepath.Join(dir, fmt.Sprintf("f%02d", i))
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.do("alice", "GET", "/v1/systems/hpc/ls"+dir+"?offset=5&limit=6", nil)
+	if r.status != 400 || !strings.Contains(string(r.body), `"field":"offset"`) {
+		t.Fatalf("beyond the window: %d %s", r.status, r.body)
+	}
+	r = e.do("alice", "GET", "/v1/systems/hpc/ls"+dir+"?limit=10", nil)
+	m := r.json(t)
+	if r.status != 200 || m["next_after"] != "f09" || m["total"] != float64(12) {
+		t.Fatalf("first page: %d %s", r.status, r.body)
+	}
+	r = e.do("alice", "GET", "/v1/systems/hpc/ls"+dir+"?limit=10&after=f09", nil)
+	m = r.json(t)
+	if entries, _ := m["entries"].([]any); r.status != 200 || len(entries) != 2 || m["next_after"] != nil {
+		t.Fatalf("second page: %d %s", r.status, r.body)
+	}
 }

@@ -45,7 +45,7 @@ func (s *Server) paperLoad(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(body.Name) == "" {
 		return badField("name", "is required: the named credential to load")
 	}
-	req, err := commandRequest{Command: body.Command}.validate()
+	req, err := commandRequest{Command: body.Command}.validate(s.cfg.CommandMaxOutputBytes)
 	if err != nil {
 		return err
 	}
@@ -60,6 +60,7 @@ func (s *Server) paperLoad(w http.ResponseWriter, r *http.Request) error {
 		return badField("rate", "rate × duration_s must schedule at least one command")
 	}
 	req.Timeout = loadTimeout
+	req.MaxOutput = 4 << 10 // only the exit status counts: keep little of each of 256 outputs in flight
 	release, err := s.limits.loads.acquire(principal(r).User)
 	if err != nil {
 		return err

@@ -14,9 +14,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/files"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
@@ -38,6 +40,73 @@ type Config struct {
 	KeyParseWait time.Duration `yaml:"key_parse_wait" env:"KEY_PARSE_WAIT"`
 	// OwnerLimits are each user's shares (see limits.go).
 	OwnerLimits `yaml:",inline"`
+	// CommandOutputBudgetBytes is the memory all buffered (non-NDJSON) command outputs may hold
+	// at once, server-wide (default 128 MiB). A buffered command reserves twice its
+	// max_output_bytes (stdout and stderr) before it starts.
+	CommandOutputBudgetBytes int64 `yaml:"command_output_budget_bytes" env:"COMMAND_OUTPUT_BUDGET_BYTES"`
+	// CommandMaxOutputBytes caps max_output_bytes of one request (default 64 MiB; at most half
+	// the budget).
+	CommandMaxOutputBytes int64 `yaml:"command_max_output_bytes" env:"COMMAND_MAX_OUTPUT_BYTES"`
+	// BudgetWait bounds how long a request waits for output budget or a download buffer
+	// before it is answered 503 with Retry-After (default 30s; the request's own deadline, if
+	// shorter, wins).
+	BudgetWait time.Duration `yaml:"budget_wait" env:"BUDGET_WAIT"`
+	// StreamWriteTimeout ends a streamed response (NDJSON, download, archive) whose client
+	// accepted no bytes for this long, releasing its SSH channel (default 60s).
+	StreamWriteTimeout time.Duration `yaml:"stream_write_timeout" env:"STREAM_WRITE_TIMEOUT"`
+	// UploadIdleTimeout aborts an upload whose body delivered no bytes for this long; nothing
+	// is left behind (default 60s).
+	UploadIdleTimeout time.Duration `yaml:"upload_idle_timeout" env:"UPLOAD_IDLE_TIMEOUT"`
+	// DownloadBufferBytes is each file download's read-ahead buffer (default 1 MiB).
+	DownloadBufferBytes int `yaml:"download_buffer_bytes" env:"DOWNLOAD_BUFFER_BYTES"`
+	// DownloadBufferBudgetBytes is the memory all download buffers may hold at once; further
+	// downloads wait for a buffer (default 64 MiB, i.e. 64 concurrent downloads).
+	DownloadBufferBudgetBytes int64 `yaml:"download_buffer_budget_bytes" env:"DOWNLOAD_BUFFER_BUDGET_BYTES"`
+	// ListMaxWindow caps offset+limit of a directory listing, the entries one listing holds
+	// (default 100000); deeper pages use after= (keyset paging).
+	ListMaxWindow int `yaml:"list_max_window" env:"LIST_MAX_WINDOW"`
+	// ListStreamDirBytes: directories the server reports larger than this are read batch by
+	// batch over a channel of their own instead of whole (default 65536; -1 streams all).
+	ListStreamDirBytes int64 `yaml:"list_stream_dir_bytes" env:"LIST_STREAM_DIR_BYTES"`
+}
+
+// withDefaults fills unset fields with their defaults.
+func (c Config) withDefaults() Config {
+	setDefault(&c.MaxBodyBytes, 1<<20)
+	setDefault(&c.MaxFanout, 32)
+	setDefault(&c.CommandOutputBudgetBytes, 128<<20)
+	setDefault(&c.CommandMaxOutputBytes, min(command.MaxMaxOutput, c.CommandOutputBudgetBytes/2))
+	setDefault(&c.BudgetWait, 30*time.Second)
+	setDefault(&c.StreamWriteTimeout, 60*time.Second)
+	setDefault(&c.UploadIdleTimeout, 60*time.Second)
+	setDefault(&c.DownloadBufferBytes, 1<<20)
+	setDefault(&c.DownloadBufferBudgetBytes, 64<<20)
+	setDefault(&c.ListMaxWindow, 100_000)
+	if c.ListStreamDirBytes == 0 {
+		c.ListStreamDirBytes = 64 << 10
+	}
+	return c
+}
+
+func setDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// Validate checks limits that contradict each other.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if 2*c.CommandMaxOutputBytes > c.CommandOutputBudgetBytes {
+		return fmt.Errorf("http: command_max_output_bytes (%d) must be at most half of command_output_budget_bytes (%d): a buffered command reserves stdout and stderr", c.CommandMaxOutputBytes, c.CommandOutputBudgetBytes)
+	}
+	if int64(c.DownloadBufferBytes) > c.DownloadBufferBudgetBytes {
+		return fmt.Errorf("http: download_buffer_bytes (%d) must not exceed download_buffer_budget_bytes (%d)", c.DownloadBufferBytes, c.DownloadBufferBudgetBytes)
+	}
+	if c.ListMaxWindow > files.MaxRecursiveEntries {
+		return fmt.Errorf("http: list_max_window must be at most %d", files.MaxRecursiveEntries)
+	}
+	return nil
 }
 
 // Pool is what the API needs from the SSH connection pool.
@@ -85,17 +154,20 @@ type Server struct {
 
 	loads chan struct{} // one token per POST /sshapi/v2/load allowed to run at once
 
-	keySlots chan struct{} // one token per submitted private key being parsed (keyparse.go)
-	limits   *limits       // per-owner shares
+	keySlots  chan struct{}       // one token per submitted private key being parsed (keyparse.go)
+	outputs   *command.Budget     // buffered command output, server-wide
+	downloads *semaphore.Weighted // download read-ahead buffers, in bytes
+	dlBufs    sync.Pool           // *bufio.Reader of DownloadBufferBytes
+	limits    *limits             // per-owner shares
 }
 
 // New builds a Server.
 func New(cfg Config, d Deps) *Server {
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 1 << 20
-	}
-	if cfg.MaxFanout <= 0 {
-		cfg.MaxFanout = 32
+	cfg = cfg.withDefaults()
+	if cfg.Validate() != nil { // contradictory limits: keep the budgets, shrink what must fit
+		cfg.CommandMaxOutputBytes = min(cfg.CommandMaxOutputBytes, cfg.CommandOutputBudgetBytes/2)
+		cfg.DownloadBufferBytes = int(min(int64(cfg.DownloadBufferBytes), cfg.DownloadBufferBudgetBytes))
+		cfg.ListMaxWindow = min(cfg.ListMaxWindow, files.MaxRecursiveEntries)
 	}
 	if cfg.MaxKDFRounds <= 0 {
 		cfg.MaxKDFRounds = defaultMaxKDFRounds
@@ -115,7 +187,9 @@ func New(cfg Config, d Deps) *Server {
 	if d.Gatherer == nil {
 		d.Gatherer = d.Registry
 	}
-	s := &Server{cfg: cfg, deps: d, log: d.Log, loads: make(chan struct{}, maxConcurrentLoads)}
+	s := &Server{cfg: cfg, deps: d, log: d.Log, loads: make(chan struct{}, maxConcurrentLoads),
+		outputs:   command.NewBudget(cfg.CommandOutputBudgetBytes),
+		downloads: semaphore.NewWeighted(cfg.DownloadBufferBudgetBytes)}
 	s.keySlots = make(chan struct{}, cfg.KeyParseSlots)
 	s.limits = newLimits(cfg.OwnerLimits)
 	s.reqDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{

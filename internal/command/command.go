@@ -78,8 +78,52 @@ var ErrNotStarted = errors.New("command not started")
 
 // Run executes req on t. When stream is non-nil, output is delivered through it as it arrives
 // (and not kept in the Result); stream must not block for long. ctx ending early (the caller went
-// away) kills the remote command like a timeout.
+// away) kills the remote command like a timeout. Without stream, the output is copied into the
+// Result's strings: callers that serve many users use RunBuffered instead.
 func Run(ctx context.Context, pool Sessions, t sshpool.Target, req Request, stream func(Event)) (*Result, error) {
+	res, stdout, stderr, err := run(ctx, pool, t, req, stream)
+	if err != nil || stream != nil {
+		return res, err
+	}
+	res.Stdout, res.StdoutEncoding = encodeChunks(stdout)
+	res.Stderr, res.StderrEncoding = encodeChunks(stderr)
+	return res, nil
+}
+
+// RunBuffered executes req on t and keeps its output, which must fit within reservation
+// (2*MaxOutput bytes, taken from a Budget by the caller): the returned Output owns the
+// reservation and gives it back on Release, and on error the reservation is released here.
+func RunBuffered(ctx context.Context, pool Sessions, t sshpool.Target, req Request, reservation *Reservation) (*Output, error) {
+	if req.MaxOutput <= 0 {
+		req.MaxOutput = DefaultMaxOutput
+	}
+	if reservation == nil || reservation.n < 2*req.MaxOutput {
+		reservation.Release()
+		return nil, fmt.Errorf("%w: reservation smaller than twice max output", ErrBudget)
+	}
+	res, stdout, stderr, err := run(ctx, pool, t, req, nil)
+	if err != nil {
+		reservation.Release()
+		return nil, err
+	}
+	reservation.Shrink(stdout.held() + stderr.held())
+	o := &Output{Result: *res, stdout: stdout, stderr: stderr, res: reservation}
+	o.StdoutEncoding = chooseEncoding(stdout)
+	o.StderrEncoding = chooseEncoding(stderr)
+	return o, nil
+}
+
+// encodeChunks returns captured output as a string in the encoding encodingFor picks.
+func encodeChunks(c *chunks) (string, string) {
+	enc := chooseEncoding(c)
+	if enc == "base64" {
+		return base64.StdEncoding.EncodeToString(c.bytes()), enc
+	}
+	return string(c.bytes()), enc
+}
+
+// run executes req and returns the result without output fields, and the kept output.
+func run(ctx context.Context, pool Sessions, t sshpool.Target, req Request, stream func(Event)) (*Result, *chunks, *chunks, error) {
 	if req.Timeout <= 0 {
 		req.Timeout = DefaultTimeout
 	}
@@ -88,7 +132,7 @@ func Run(ctx context.Context, pool Sessions, t sshpool.Target, req Request, stre
 	}
 	sess, err := pool.NewSession(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
 	}
 	defer sess.Close()
 
@@ -98,8 +142,8 @@ func Run(ctx context.Context, pool Sessions, t sshpool.Target, req Request, stre
 		defer mu.Unlock()
 		stream(e)
 	}
-	stdout := &capture{max: req.MaxOutput, name: "stdout"}
-	stderr := &capture{max: req.MaxOutput, name: "stderr"}
+	stdout := &capture{max: req.MaxOutput, name: "stdout", buf: chunks{limit: req.MaxOutput}}
+	stderr := &capture{max: req.MaxOutput, name: "stderr", buf: chunks{limit: req.MaxOutput}}
 	if stream != nil {
 		stdout.emit, stderr.emit = emit, emit
 	}
@@ -111,7 +155,7 @@ func Run(ctx context.Context, pool Sessions, t sshpool.Target, req Request, stre
 	start := time.Now()
 	if err := sess.Start(req.Command); err != nil {
 		// The exec request may have reached the server: never retried.
-		return nil, fmt.Errorf("start command: %w", err)
+		return nil, nil, nil, fmt.Errorf("start command: %w", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
@@ -135,16 +179,19 @@ func Run(ctx context.Context, pool Sessions, t sshpool.Target, req Request, stre
 	stdout.flush()
 	stderr.flush()
 	if err := fill(res, waitErr); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	res.Stdout, res.StdoutEncoding = encode(stdout.buf.Bytes(), stdout.truncated)
-	res.Stderr, res.StderrEncoding = encode(stderr.buf.Bytes(), stderr.truncated)
+	for _, c := range []*capture{stdout, stderr} {
+		if c.truncated {
+			c.buf.trimPartialRune()
+		}
+	}
 	res.StdoutTruncated, res.StderrTruncated = stdout.truncated, stderr.truncated
 	if stream != nil {
 		r := *res
 		emit(Event{Type: "exit", Result: &r})
 	}
-	return res, nil
+	return res, &stdout.buf, &stderr.buf, nil
 }
 
 // kill sends SIGKILL to the remote command. OpenSSH delivers a "signal" request with
@@ -197,13 +244,10 @@ func fill(res *Result, err error) error {
 	return nil
 }
 
-// encode returns b as text when it is valid UTF-8, otherwise base64. A cut at the cap may split
-// a multi-byte character; that tail is dropped rather than forcing base64.
-func encode(b []byte, truncated bool) (string, string) {
-	if truncated {
-		b = trimPartialRune(b)
-	}
-	if utf8.Valid(b) {
+// encode returns a streamed chunk as text when it is valid UTF-8 (and escaping would not make a
+// large chunk bigger than base64), otherwise base64.
+func encode(b []byte) (string, string) {
+	if encodingFor(utf8.Valid(b), int64(len(b)), escapedLen(b)) == "" {
 		return string(b), ""
 	}
 	return base64.StdEncoding.EncodeToString(b), "base64"
@@ -232,7 +276,7 @@ type capture struct {
 	name      string
 	max       int64
 	n         int64
-	buf       bytes.Buffer
+	buf       chunks
 	pending   []byte
 	truncated bool
 	emit      func(Event)
@@ -252,7 +296,7 @@ func (c *capture) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if c.emit == nil {
-		c.buf.Write(keep)
+		c.buf.write(keep)
 		return len(p), nil
 	}
 	chunk := append(c.pending, keep...)
@@ -269,7 +313,7 @@ func (c *capture) send(b []byte) {
 	if len(b) == 0 {
 		return
 	}
-	data, enc := encode(b, false)
+	data, enc := encode(b)
 	c.emit(Event{Type: c.name, Data: data, Encoding: enc})
 }
 

@@ -50,3 +50,40 @@ func (e Exec) Run(ctx context.Context, command string, stdin io.Reader, stdout, 
 	}
 	return -1, fmt.Errorf("%w: %w", sshpool.ErrConnLost, err)
 }
+
+// OpenSubsystem starts subsystem name (such as "sftp") on a pooled session channel of its own
+// and returns its standard input and output; Close ends the session and frees the channel. It
+// satisfies files.Channels.
+func (e Exec) OpenSubsystem(ctx context.Context, name string) (io.ReadWriteCloser, error) {
+	sess, err := e.Pool.NewSession(ctx, e.Target)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
+	}
+	in, err := sess.StdinPipe()
+	if err != nil {
+		_ = sess.Close()
+		return nil, fmt.Errorf("subsystem %s: %w", name, err)
+	}
+	out, err := sess.StdoutPipe()
+	if err != nil {
+		_ = sess.Close()
+		return nil, fmt.Errorf("subsystem %s: %w", name, err)
+	}
+	if err := sess.RequestSubsystem(name); err != nil {
+		_ = sess.Close()
+		return nil, fmt.Errorf("subsystem %s: %w", name, err)
+	}
+	return &subsystem{Reader: out, in: in, sess: sess}, nil
+}
+
+// subsystem is a running subsystem's input and output on one session.
+type subsystem struct {
+	io.Reader
+	in   io.WriteCloser
+	sess *sshpool.Session
+}
+
+func (s *subsystem) Write(p []byte) (int, error) { return s.in.Write(p) }
+
+// Close ends the session; it is safe to call more than once and concurrently with Read.
+func (s *subsystem) Close() error { return s.sess.Close() }

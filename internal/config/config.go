@@ -146,6 +146,9 @@ func (c Config) Validate() error {
 	if _, err := netpolicy.New(c.Network); err != nil {
 		return err
 	}
+	if err := c.HTTP.Validate(); err != nil {
+		return err
+	}
 	if c.Auth.DisableDevSecret && c.Auth.JWKSURL == "" {
 		return errors.New("auth: with disable_dev_secret set, jwks_url is required or no token could be accepted")
 	}

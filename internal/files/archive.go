@@ -27,9 +27,10 @@ type archiveSink interface {
 }
 
 // WriteArchive streams directory dir (or a single file) to w as an archive built in sshapi
-// while walking over SFTP: no process runs on the server and memory stays constant apart from
-// one directory listing per level. format is "tar", "tar.gz" or "zip". Entries are named
-// "<base of dir>/<relative path>", sorted; symlinks are stored as links and devices, FIFOs and
+// while walking over SFTP: no process runs on the server and memory stays bounded (at most
+// archiveSortMax entries per directory level). format is "tar", "tar.gz" or "zip". Entries are
+// named "<base of dir>/<relative path>", sorted within each directory (up to archiveSortMax
+// entries, see archiveDir); symlinks are stored as links and devices, FIFOs and
 // sockets are skipped. A file that changes size while it is read fails the archive.
 func (f *FS) WriteArchive(ctx context.Context, dir, format string, w io.Writer) error {
 	const op = "archive"
@@ -84,17 +85,7 @@ func (f *FS) archiveEntry(ctx context.Context, op string, sink archiveSink, abs,
 		if err := sink.dir(name, fi); err != nil {
 			return wrap(op, abs, err)
 		}
-		infos, err := f.c.ReadDirContext(ctx, abs)
-		if err != nil {
-			return wrap(op, abs, err)
-		}
-		slices.SortFunc(infos, func(a, b os.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
-		for _, child := range infos {
-			if err := f.archiveEntry(ctx, op, sink, path.Join(abs, child.Name()), name+"/"+child.Name(), child); err != nil {
-				return err
-			}
-		}
-		return nil
+		return f.archiveDir(ctx, op, sink, abs, name)
 	case fi.Mode()&os.ModeSymlink != 0:
 		target, err := f.c.ReadLink(abs)
 		if err != nil {
@@ -105,6 +96,45 @@ func (f *FS) archiveEntry(ctx context.Context, op string, sink archiveSink, abs,
 		return f.archiveFile(ctx, op, sink, abs, name, fi)
 	}
 	return nil
+}
+
+// archiveSortMax is the number of entries of one directory an archive holds to sort them.
+const archiveSortMax = 10_000
+
+// archiveDir adds the entries of directory abs: in name order when there are at most
+// archiveSortMax of them; in a larger directory the first archiveSortMax read are added in name
+// order and the rest as the server lists them, so memory stays bounded whatever the directory's
+// size (a large directory is read batch by batch, see FS.eachInfo).
+func (f *FS) archiveDir(ctx context.Context, op string, sink archiveSink, abs, name string) error {
+	var held []os.FileInfo
+	add := func(child os.FileInfo) error {
+		return f.archiveEntry(ctx, op, sink, path.Join(abs, child.Name()), name+"/"+child.Name(), child)
+	}
+	flush := func() error {
+		slices.SortFunc(held, func(a, b os.FileInfo) int { return strings.Compare(a.Name(), b.Name()) })
+		for _, child := range held {
+			if err := add(child); err != nil {
+				return err
+			}
+		}
+		held = nil
+		return nil
+	}
+	streaming := false
+	err := f.eachInfo(ctx, op, abs, func(child os.FileInfo) error {
+		if streaming {
+			return add(child)
+		}
+		if held = append(held, child); len(held) >= archiveSortMax {
+			streaming = true
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
 
 // archiveFile copies one regular file into sink with pipelined reads.

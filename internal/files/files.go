@@ -41,6 +41,11 @@ type Options struct {
 	// RootDir confines every path to this directory tree, symlinks included. Empty means no
 	// confinement.
 	RootDir string
+	// StreamDirBytes: a directory the server reports as larger than this (in bytes of
+	// directory, not of content) is listed batch by batch over a channel of its own, when the
+	// Runner implements Channels; a smaller one with one READDIR sequence on the shared
+	// channel. 0 streams every directory.
+	StreamDirBytes int64
 }
 
 // FS performs file operations on one remote system for one user. It is cheap to construct

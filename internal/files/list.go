@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,8 +55,11 @@ type Entry struct {
 type ListOptions struct {
 	// Limit is the page size; 0 means everything from Offset on.
 	Limit int
-	// Offset is the number of matching entries to skip.
+	// Offset is the number of matching entries to skip (after After, when given).
 	Offset int
+	// After, when set, starts the page after this name: keyset paging, which costs the same
+	// memory on every page however deep into a large directory it is.
+	After string
 	// Pattern, when set, keeps entries whose base name matches it (path.Match syntax).
 	Pattern string
 	// Recursive lists the whole tree below the directory, without following symlinks.
@@ -75,10 +78,17 @@ type Listing struct {
 	Total int `json:"total"`
 	// NextOffset is the Offset of the next page, 0 when this page is the last.
 	NextOffset int `json:"next_offset,omitempty"`
+	// NextAfter is the After of the next page (with Offset 0), "" when this page is the last.
+	NextAfter string `json:"next_after,omitempty"`
+
+	more bool // entries follow this page
 }
 
 // List lists directory p: one READDIR sequence per directory, readlink only for the symlinks on
-// the returned page (concurrently). Dangling symlinks are listed like any other.
+// the returned page (concurrently). Dangling symlinks are listed like any other. A directory
+// listing holds at most Offset+Limit entries however large the directory is (a bounded heap
+// keeps the first ones in name order); a large directory is read batch by batch over a channel
+// of its own (see Options.StreamDirBytes).
 func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, error) {
 	const op = "list"
 	if opts.Limit < 0 || opts.Offset < 0 {
@@ -93,26 +103,29 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	if err != nil {
 		return nil, err
 	}
-	var all []Entry
+	window := opts.Offset + opts.Limit
+	if opts.Limit == 0 || window > MaxRecursiveEntries {
+		window = MaxRecursiveEntries
+	}
+	l := &Listing{Path: dir}
+	top := newTopK(window, opts.After)
 	if opts.Recursive {
-		all, err = f.walkList(ctx, dir, opts)
+		err = f.walkList(ctx, dir, opts, top.add)
 	} else {
-		all, err = f.readDir(ctx, op, dir, "", opts)
+		err = f.eachEntry(ctx, op, dir, "", opts, top.add)
 	}
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(all, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
-
-	l := &Listing{Path: dir, Total: len(all)}
-	start := min(opts.Offset, len(all))
-	end := len(all)
-	if opts.Limit > 0 && start+opts.Limit < end {
-		end = start + opts.Limit
-		l.NextOffset = end
+	page := top.sorted()
+	l.Total, l.more = top.total, top.more
+	start := min(opts.Offset, len(page))
+	l.Entries = page[start:len(page):len(page)]
+	if l.more && len(l.Entries) > 0 {
+		l.NextOffset = opts.Offset + len(l.Entries)
+		l.NextAfter = l.Entries[len(l.Entries)-1].Name
 	}
-	l.Entries = all[start:end:end]
-	if l.Entries == nil {
+	if len(l.Entries) == 0 {
 		l.Entries = []Entry{} // an empty page, not a missing one
 	}
 	if err := f.readLinks(ctx, l.Entries); err != nil {
@@ -121,27 +134,95 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	return l, nil
 }
 
-// readDir reads one directory and returns the entries that pass opts' filters, each named
+// eachEntry calls fn for every entry of directory dir that passes opts' filters, each named
 // prefix+base.
-func (f *FS) readDir(ctx context.Context, op, dir, prefix string, opts ListOptions) ([]Entry, error) {
-	infos, err := f.c.ReadDirContext(ctx, dir)
-	if err != nil {
-		return nil, f.dirErr(ctx, op, dir, err)
-	}
-	out := make([]Entry, 0, len(infos))
-	for _, fi := range infos {
+func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOptions, fn func(Entry)) error {
+	return f.eachInfo(ctx, op, dir, func(fi os.FileInfo) error {
 		name := fi.Name()
 		if !opts.ShowHidden && strings.HasPrefix(name, ".") {
-			continue
+			return nil
 		}
 		if opts.Pattern != "" {
 			if ok, _ := path.Match(opts.Pattern, name); !ok {
-				continue
+				return nil
 			}
 		}
-		out = append(out, entryFromInfo(path.Join(dir, name), prefix+name, fi))
+		fn(entryFromInfo(path.Join(dir, name), prefix+name, fi))
+		return nil
+	})
+}
+
+// eachInfo calls fn for every entry of directory dir, in the server's order, and stops at the
+// first error fn returns. A directory the server reports as larger than Options.StreamDirBytes
+// is read batch by batch on a channel of its own when the Runner can open one (memory: one
+// batch); a smaller one with one ReadDir on the shared channel.
+func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) error) error {
+	ch, streams := f.run.(Channels)
+	if !streams || f.opts.StreamDirBytes > 0 {
+		infos, big, err := f.readSmallDir(ctx, dir, streams)
+		if err != nil {
+			return f.dirErr(ctx, op, dir, err)
+		}
+		if !big {
+			for _, fi := range infos {
+				if err := fn(fi); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	}
-	return out, nil
+	d, err := openDirStream(ctx, ch, dir)
+	if err != nil {
+		return f.dirErr(ctx, op, dir, err)
+	}
+	defer d.close()
+	for {
+		infos, err := d.next()
+		if errors.Is(err, io.EOF) {
+			return checkCtx(ctx, op, dir)
+		}
+		if err != nil {
+			if cerr := checkCtx(ctx, op, dir); cerr != nil {
+				return cerr
+			}
+			return f.dirErr(ctx, op, dir, err)
+		}
+		for _, fi := range infos {
+			if err := fn(fi); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// readSmallDir reads directory dir whole on the shared channel. When check is set it asks for
+// the directory's size at the same time (so a small directory costs no extra round trip) and,
+// if the size is above Options.StreamDirBytes, abandons the read after the batches already
+// received and reports big.
+func (f *FS) readSmallDir(ctx context.Context, dir string, check bool) ([]os.FileInfo, bool, error) {
+	if !check {
+		infos, err := f.c.ReadDirContext(ctx, dir)
+		return infos, false, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		infos []os.FileInfo
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		infos, err := f.c.ReadDirContext(rctx, dir)
+		done <- result{infos, err}
+	}()
+	if fi, err := f.c.Stat(dir); err == nil && fi.IsDir() && fi.Size() > f.opts.StreamDirBytes {
+		cancel()
+		<-done
+		return nil, true, nil
+	}
+	r := <-done
+	return r.infos, false, r.err
 }
 
 // dirErr classifies a failure to open or read directory dir: OpenSSH maps ENOTDIR to
@@ -155,76 +236,96 @@ func (f *FS) dirErr(ctx context.Context, op, dir string, err error) error {
 	return wrap(op, dir, err)
 }
 
-// walkList lists the tree below root, reading up to linkWorkers directories at once.
-func (f *FS) walkList(ctx context.Context, root string, opts ListOptions) ([]Entry, error) {
+// walkList calls sink (never concurrently) for every entry of the tree below root that passes
+// opts' filters, with linkWorkers workers reading directories from a queue. More than
+// MaxRecursiveEntries matching entries, or directories, is refused: the walk's work and its
+// queue are bounded, and sink bounds what is kept.
+func (f *FS) walkList(ctx context.Context, root string, opts ListOptions, sink func(Entry)) error {
 	const op = "list"
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	type job struct{ dir, prefix string }
 	var (
-		mu       sync.Mutex
-		all      []Entry
+		mu       sync.Mutex // guards everything below and serializes sink
+		cond     = sync.NewCond(&mu)
+		queue    = []job{{root, ""}}
+		active   int
+		dirs     int
+		listed   int
 		firstErr error
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, linkWorkers)
 	)
-	fail := func(err error) {
-		mu.Lock()
+	tooMany := newErr(op, root, ErrInvalid, fmt.Errorf("more than %d entries: list directories one by one or narrow the pattern", MaxRecursiveEntries))
+	failLocked := func(err error) {
 		if firstErr == nil {
 			firstErr = err
 			cancel()
 		}
-		mu.Unlock()
+		cond.Broadcast()
 	}
-	var visit func(dir, prefix string)
-	visit = func(dir, prefix string) {
-		defer wg.Done()
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		infos, err := f.c.ReadDirContext(ctx, dir)
-		<-sem
-		if err != nil {
-			fail(f.dirErr(ctx, op, dir, err))
-			return
-		}
-		var mine []Entry
-		for _, fi := range infos {
-			name := fi.Name()
-			if !opts.ShowHidden && strings.HasPrefix(name, ".") {
-				continue
+	every := opts
+	every.Pattern = "" // every directory is descended into; the pattern selects what is listed
+	visit := func(j job) error {
+		return f.eachEntry(ctx, op, j.dir, j.prefix, every, func(e Entry) {
+			mu.Lock()
+			defer mu.Unlock()
+			if firstErr != nil {
+				return
 			}
-			full, rel := path.Join(dir, name), prefix+name
-			if fi.IsDir() { // lstat attributes: a symlink to a directory is not descended into
-				wg.Add(1)
-				go visit(full, rel+"/")
+			// lstat attributes: a symlink to a directory is not descended into.
+			if e.Type == TypeDir {
+				if dirs++; dirs > MaxRecursiveEntries {
+					failLocked(tooMany)
+					return
+				}
+				queue = append(queue, job{e.Path, e.Name + "/"})
+				cond.Signal()
 			}
 			if opts.Pattern != "" {
-				if ok, _ := path.Match(opts.Pattern, name); !ok {
-					continue
+				if ok, _ := path.Match(opts.Pattern, path.Base(e.Name)); !ok {
+					return
 				}
 			}
-			mine = append(mine, entryFromInfo(full, rel, fi))
-		}
-		mu.Lock()
-		all = append(all, mine...)
-		if len(all) > MaxRecursiveEntries && firstErr == nil {
-			firstErr = newErr(op, root, ErrInvalid, fmt.Errorf("more than %d entries: list directories one by one or narrow the pattern", MaxRecursiveEntries))
-			cancel()
-		}
-		mu.Unlock()
+			if listed++; listed > MaxRecursiveEntries {
+				failLocked(tooMany)
+				return
+			}
+			sink(e)
+		})
 	}
-	wg.Add(1)
-	visit(root, "")
+	var wg sync.WaitGroup
+	for range linkWorkers {
+		wg.Go(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			for {
+				for len(queue) == 0 && active > 0 && firstErr == nil {
+					cond.Wait()
+				}
+				if firstErr != nil || len(queue) == 0 {
+					cond.Broadcast() // done: wake the others to see it
+					return
+				}
+				j := queue[len(queue)-1]
+				queue = queue[:len(queue)-1]
+				active++
+				mu.Unlock()
+				err := visit(j)
+				mu.Lock()
+				active--
+				if err != nil {
+					failLocked(err)
+				}
+				if active == 0 && len(queue) == 0 {
+					cond.Broadcast()
+				}
+			}
+		})
+	}
 	wg.Wait()
 	if firstErr != nil {
-		return nil, firstErr
+		return firstErr
 	}
-	if err := checkCtx(ctx, op, root); err != nil {
-		return nil, err
-	}
-	return all, nil
+	return checkCtx(ctx, op, root)
 }
 
 // readLinks fills LinkTarget for the symlinks among entries, concurrently.
