@@ -59,6 +59,11 @@ func wantsNDJSON(r *http.Request) bool {
 // by path parameter param ("id" on /v1, "name" on the study's route).
 func (s *Server) runCommandOn(param string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		release, err := s.limits.commands.acquire(principal(r).User)
+		if err != nil {
+			return err
+		}
+		defer release()
 		var body commandRequest
 		if err := decodeJSON(r, &body); err != nil {
 			return err
@@ -161,6 +166,11 @@ type multiCommandRequest struct {
 // system's line is sent as soon as it finishes. Every system's output is reserved from the
 // server-wide budget while it is held.
 func (s *Server) runMany(w http.ResponseWriter, r *http.Request) error {
+	release, err := s.limits.commands.acquire(principal(r).User)
+	if err != nil {
+		return err
+	}
+	defer release()
 	var body multiCommandRequest
 	if err := decodeJSON(r, &body); err != nil {
 		return err

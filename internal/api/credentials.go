@@ -237,8 +237,14 @@ type checkResult struct {
 }
 
 func (s *Server) checkCredential(w http.ResponseWriter, r *http.Request) error {
-	t, _, err := s.target(r.Context(), principal(r).User, r.PathValue("id"))
+	owner := principal(r).User
+	t, _, err := s.target(r.Context(), owner, r.PathValue("id"))
 	if err != nil {
+		return err
+	}
+	// Each check dials; rate-limit them per user and per credential (a failed check also trips
+	// the pool's circuit breaker for this credential, and the pool caps the user's dials).
+	if err := s.limits.allowCheck(owner, t.Key.System+"\x00"+t.Key.User+"\x00"+t.Key.Credential, time.Now()); err != nil {
 		return err
 	}
 	start := time.Now()

@@ -61,6 +61,11 @@ func (s *Server) paperLoad(w http.ResponseWriter, r *http.Request) error {
 	}
 	req.Timeout = loadTimeout
 	req.MaxOutput = 4 << 10 // only the exit status counts: keep little of each of 256 outputs in flight
+	release, err := s.limits.loads.acquire(principal(r).User)
+	if err != nil {
+		return err
+	}
+	defer release()
 	select {
 	case s.loads <- struct{}{}:
 		defer func() { <-s.loads }()

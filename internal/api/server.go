@@ -38,6 +38,8 @@ type Config struct {
 	KeyParseSlots int `yaml:"key_parse_slots" env:"KEY_PARSE_SLOTS"`
 	// KeyParseWait bounds the wait for a key parsing slot before 503 (default 5s).
 	KeyParseWait time.Duration `yaml:"key_parse_wait" env:"KEY_PARSE_WAIT"`
+	// OwnerLimits are each user's shares (see limits.go).
+	OwnerLimits `yaml:",inline"`
 	// CommandOutputBudgetBytes is the memory all buffered (non-NDJSON) command outputs may hold
 	// at once, server-wide (default 128 MiB). A buffered command reserves twice its
 	// max_output_bytes (stdout and stderr) before it starts.
@@ -156,6 +158,7 @@ type Server struct {
 	outputs   *command.Budget     // buffered command output, server-wide
 	downloads *semaphore.Weighted // download read-ahead buffers, in bytes
 	dlBufs    sync.Pool           // *bufio.Reader of DownloadBufferBytes
+	limits    *limits             // per-owner shares
 }
 
 // New builds a Server.
@@ -188,6 +191,7 @@ func New(cfg Config, d Deps) *Server {
 		outputs:   command.NewBudget(cfg.CommandOutputBudgetBytes),
 		downloads: semaphore.NewWeighted(cfg.DownloadBufferBudgetBytes)}
 	s.keySlots = make(chan struct{}, cfg.KeyParseSlots)
+	s.limits = newLimits(cfg.OwnerLimits)
 	s.reqDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sshapi_http_request_duration_seconds",
 		Help:    "HTTP request latency by route and status code.",
@@ -258,6 +262,9 @@ func (s *Server) ownTarget(ctx context.Context, owner, id string) (sshpool.Targe
 	if err != nil {
 		return sshpool.Target{}, nil, err
 	}
+	// The pool gives each owner a share of the host.
+	t.Key.Owner = owner
+
 	s.targets.Range(func(k, _ any) bool { // drop stale versions of this system
 		if tk := k.(targetKey); tk.owner == owner && tk.system == id {
 			s.targets.Delete(k)

@@ -69,6 +69,8 @@ func transferErr(id string, err error) error {
 		return errStatus(http.StatusNotFound, "no transfer %q for this user", id)
 	case errors.Is(err, transfer.ErrConflict):
 		return &httpError{status: http.StatusConflict, detail: err.Error()}
+	case errors.Is(err, transfer.ErrQuota):
+		return &httpError{status: http.StatusTooManyRequests, retryAfter: 30, detail: err.Error()}
 	}
 	return err
 }
@@ -181,6 +183,11 @@ func (s *Server) transferEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return transferErr(id, err)
 	}
+	release, err := s.limits.streams.acquire(owner)
+	if err != nil {
+		return err
+	}
+	defer release()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")

@@ -10,6 +10,11 @@
 // at most a few unauthenticated dials in flight per host. Refused dials and refused channel opens
 // are retried with jittered backoff inside the caller's deadline. An authentication failure stops
 // all dialing for that key (the key changes when the credential does).
+//
+// Many owners share one host: each owner gets at most a share of the host's connections and of its
+// unauthenticated dials (MaxConnsPerOwnerHost, MaxDialsPerOwnerHost), and an owner's dials wait
+// for one of the owner's dial slots before they queue for the host's, so an owner whose dials keep
+// failing (a junk key, a stalling server) holds at most its share of the host's dial slots.
 package sshpool
 
 import (
@@ -40,6 +45,17 @@ type Key struct {
 	User string
 	// Credential identifies the credential and its version; a new value means new connections.
 	Credential string
+	// Owner is the user the connections are made for. Owners share a host's connection and dial
+	// limits in shares (Config.MaxConnsPerOwnerHost, MaxDialsPerOwnerHost); empty means System.
+	Owner string
+}
+
+// owner is the name the key's connections and dials are counted under on their host.
+func (k Key) owner() string {
+	if k.Owner != "" {
+		return k.Owner
+	}
+	return k.System
 }
 
 func (k Key) String() string { return k.User + "@" + k.System }
@@ -110,6 +126,15 @@ type Config struct {
 	SFTPMaxPacket     int           `yaml:"sftp_max_packet" env:"SFTP_MAX_PACKET"`           // 32 KiB
 	SFTPMaxInflight   int           `yaml:"sftp_max_inflight" env:"SFTP_MAX_INFLIGHT"`       // 64 requests per file
 	MaxOpenRetryDelay time.Duration `yaml:"max_open_retry_delay" env:"MAX_OPEN_RETRY_DELAY"` // 200ms
+	// MaxConnsPerOwnerHost is one owner's share of a host's connections (half of
+	// MaxConnsPerHost); MaxDialsPerOwnerHost its share of the host's unauthenticated dials
+	// (half of MaxDialsPerHost, rounded up: 2 of 3).
+	MaxConnsPerOwnerHost int `yaml:"max_conns_per_owner_host" env:"MAX_CONNS_PER_OWNER_HOST"`
+	MaxDialsPerOwnerHost int `yaml:"max_dials_per_owner_host" env:"MAX_DIALS_PER_OWNER_HOST"`
+	// AuthFailBackoffMax caps the pause an owner's next dial to a host waits after that owner's
+	// dials there failed authentication: 250ms after the first failure, doubling per further
+	// failure up to this (10s); a successful login resets it.
+	AuthFailBackoffMax time.Duration `yaml:"auth_fail_backoff_max" env:"AUTH_FAIL_BACKOFF_MAX"`
 }
 
 func (c *Config) setDefaults() {
@@ -134,6 +159,11 @@ func (c *Config) setDefaults() {
 	defd(&c.KeepaliveTimeout, 10*time.Second)
 	defd(&c.IdleTimeout, 5*time.Minute)
 	defd(&c.MaxOpenRetryDelay, 200*time.Millisecond)
+	def(&c.MaxConnsPerOwnerHost, max(c.MaxConnsPerHost/2, 1))
+	def(&c.MaxDialsPerOwnerHost, (c.MaxDialsPerHost+1)/2)
+	c.MaxConnsPerOwnerHost = min(c.MaxConnsPerOwnerHost, c.MaxConnsPerHost)
+	c.MaxDialsPerOwnerHost = min(c.MaxDialsPerOwnerHost, c.MaxDialsPerHost)
+	defd(&c.AuthFailBackoffMax, 10*time.Second)
 }
 
 // Errors callers can test for with errors.Is.
@@ -190,6 +220,102 @@ type hostState struct {
 	dialSem chan struct{}
 	conns   int
 	dialing int
+	owners  map[string]*ownerShare // each owner's part of conns and dialing, and its dial slots
+}
+
+// ownerShare is one owner's use of a host.
+type ownerShare struct {
+	conns   int
+	dialing int
+	dialSem chan struct{} // the owner's dial slots on the host, taken before the host's
+	refs    int           // holders of and waiters for dialSem
+	// authFails counts the owner's consecutive failed logins on the host; its next dial waits
+	// until authUntil.
+	authFails int
+	authUntil time.Time
+}
+
+// authFailBackoffBase is the pause after an owner's first failed login on a host.
+const authFailBackoffBase = 250 * time.Millisecond
+
+// noteAuthLocked records the outcome of one of owner's dials to h for the failed-login backoff.
+func (p *Pool) noteAuthLocked(h *hostState, owner string, err error) {
+	sh := p.shareLocked(h, owner)
+	var je *JumpError // a jump host's refusal is not a login failure on h
+	switch {
+	case err == nil:
+		sh.authFails, sh.authUntil = 0, time.Time{}
+	case errors.Is(err, ErrAuth) && !errors.As(err, &je):
+		sh.authFails++
+		d := min(authFailBackoffBase<<min(sh.authFails-1, 16), p.cfg.AuthFailBackoffMax)
+		sh.authUntil = time.Now().Add(d)
+	}
+}
+
+// shareLocked returns owner's share of h, creating it.
+func (p *Pool) shareLocked(h *hostState, owner string) *ownerShare {
+	sh := h.owners[owner]
+	if sh == nil {
+		if h.owners == nil {
+			h.owners = make(map[string]*ownerShare)
+		}
+		sh = &ownerShare{dialSem: make(chan struct{}, p.cfg.MaxDialsPerOwnerHost)}
+		h.owners[owner] = sh
+	}
+	return sh
+}
+
+// tidyShareLocked drops owner's share of h once nothing counts against it.
+func (h *hostState) tidyShareLocked(owner string) {
+	if sh := h.owners[owner]; sh != nil && sh.conns <= 0 && sh.dialing <= 0 && sh.refs == 0 && time.Now().After(sh.authUntil) {
+		delete(h.owners, owner)
+	}
+}
+
+// ownerDialSlot takes one of owner's dial slots on h, waiting at most until ctx ends. The caller
+// then queues for one of the host's slots (FIFO), so an owner never has more than its share of
+// dials in flight or in the host's queue ahead of other owners.
+func (p *Pool) ownerDialSlot(ctx context.Context, h *hostState, owner string) (release func(), err error) {
+	p.mu.Lock()
+	sh := p.shareLocked(h, owner)
+	sh.refs++
+	p.mu.Unlock()
+	unref := func() {
+		p.mu.Lock()
+		sh.refs--
+		h.tidyShareLocked(owner)
+		p.mu.Unlock()
+	}
+	select {
+	case sh.dialSem <- struct{}{}:
+	case <-ctx.Done():
+		unref()
+		return nil, ctx.Err()
+	}
+	release = func() { <-sh.dialSem; unref() }
+	// After failed logins the owner's next dial waits (holding only the owner's own slot).
+	p.mu.Lock()
+	wait := time.Until(sh.authUntil)
+	p.mu.Unlock()
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			release()
+			return nil, ctx.Err()
+		}
+	}
+	return release, nil
+}
+
+// dialEndedLocked uncounts a dial of kp's that ended (with or without a connection).
+func (p *Pool) dialEndedLocked(kp *keyPool, h *hostState) {
+	if sh := h.owners[kp.key.owner()]; sh != nil {
+		sh.dialing--
+		h.tidyShareLocked(kp.key.owner())
+	}
 }
 
 type conn struct {
@@ -411,12 +537,16 @@ func (p *Pool) serveWaitersLocked(kp *keyPool) {
 		return
 	}
 	h := p.hostLocked(kp.target.hostID())
+	sh := p.shareLocked(h, kp.key.owner())
+	defer h.tidyShareLocked(kp.key.owner())
 	slots := slotsFor(kp.target.MaxSessions)
 	for len(kp.waiters) > kp.dialing*slots &&
 		len(kp.conns)+kp.dialing < p.cfg.MaxConnsPerKey &&
-		h.conns+h.dialing < p.cfg.MaxConnsPerHost {
+		h.conns+h.dialing < p.cfg.MaxConnsPerHost &&
+		sh.conns+sh.dialing < p.cfg.MaxConnsPerOwnerHost {
 		kp.dialing++
 		h.dialing++
+		sh.dialing++
 		p.wg.Add(1)
 		go p.dialLoop(kp, h)
 	}
@@ -474,14 +604,30 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 	defer p.wg.Done()
 	backoff := 50 * time.Millisecond
 	for {
+		// The owner's dial slot first: failing dials of one owner wait here, not in the host's
+		// queue. Waiters may give up meanwhile; then the dial is not needed.
+		release, gerr := p.ownerDialSlot(p.ctx, h, kp.key.owner())
 		p.mu.Lock()
+		if gerr != nil || kp.authErr != nil || len(kp.waiters) == 0 || p.closing {
+			kp.dialing--
+			h.dialing--
+			p.dialEndedLocked(kp, h)
+			p.mu.Unlock()
+			if gerr == nil {
+				release()
+			}
+			return
+		}
 		t := kp.target
 		p.mu.Unlock()
 		client, via, err := p.dialOnce(t, h)
+		release()
 		p.mu.Lock()
+		p.noteAuthLocked(h, kp.key.owner(), err)
 		if err == nil {
 			kp.dialing--
 			h.dialing--
+			p.dialEndedLocked(kp, h)
 			if p.closing || p.keys[kp.key] != kp { // shutting down, or Forget dropped the key
 				if via != nil {
 					p.releaseTunnelLocked(via)
@@ -511,6 +657,7 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 		if len(kp.waiters) == 0 || p.closing {
 			kp.dialing--
 			h.dialing--
+			p.dialEndedLocked(kp, h)
 			p.mu.Unlock()
 			return
 		}
@@ -522,6 +669,7 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 			p.mu.Lock()
 			kp.dialing--
 			h.dialing--
+			p.dialEndedLocked(kp, h)
 			p.mu.Unlock()
 			return
 		}
@@ -533,6 +681,7 @@ func (p *Pool) addConnLocked(kp *keyPool, h *hostState, client *ssh.Client, via 
 	c := &conn{kp: kp, host: h, client: client, via: via, slots: slotsFor(kp.target.MaxSessions), lastUsed: time.Now()}
 	kp.conns = append(kp.conns, c)
 	h.conns++
+	p.shareLocked(h, kp.key.owner()).conns++
 	p.wg.Add(2)
 	go p.watch(c)
 	go p.keepalive(c)
@@ -741,6 +890,10 @@ func (p *Pool) killLocked(c *conn) {
 		}
 	}
 	c.host.conns--
+	if sh := c.host.owners[kp.key.owner()]; sh != nil {
+		sh.conns--
+		c.host.tidyShareLocked(kp.key.owner())
+	}
 	if c.via != nil {
 		p.releaseTunnelLocked(c.via)
 		c.via = nil

@@ -322,7 +322,13 @@ func TestStopDrainsInFlight(t *testing.T) {
 		}
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	for p.Stats().ChannelsInUse == 0 { // wait until the command has its channel: it is in flight
+		select {
+		case err := <-done:
+			t.Fatalf("command ended before Stop: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	if err := p.Stop(ctx); err != nil {

@@ -61,6 +61,18 @@ func (l *SFTPLease) Close() error {
 	return err
 }
 
+// Abort ends the lease by closing the SSH connection under it, for a channel stuck behind a
+// peer that sends too slowly (an orderly close would wait until the peer's queued data drained).
+// Other channels on that connection fail too; the pool dials a new one when needed.
+func (l *SFTPLease) Abort() {
+	l.p.mu.Lock()
+	l.p.killLocked(l.c)
+	l.p.serveWaitersLocked(l.c.kp)
+	l.p.mu.Unlock()
+	_ = l.c.client.Close() // unblocks the SFTP client's reads, so Close returns
+	_ = l.Close()
+}
+
 // DedicatedSFTP opens a new SFTP channel that only the caller uses, on a pooled connection.
 func (p *Pool) DedicatedSFTP(ctx context.Context, t Target) (*SFTPLease, error) {
 	ch, c, err := p.openChannel(ctx, t, func(c *ssh.Client) (any, error) { return sftp.NewClient(c, p.sftpOptions()...) })
@@ -283,6 +295,11 @@ func (p *Pool) borrowShared(t Target) (*SharedSFTP, <-chan struct{}) {
 // and host key work, and keeps it in the pool if there is room. A success clears the
 // authentication circuit breaker for t's key.
 func (p *Pool) Check(ctx context.Context, t Target) error {
+	if _, ok := ctx.Deadline(); !ok { // waits for dial slots end like an acquire's
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.AcquireTimeout)
+		defer cancel()
+	}
 	p.mu.Lock()
 	if p.closing {
 		p.mu.Unlock()
@@ -294,6 +311,13 @@ func (p *Pool) Check(ctx context.Context, t Target) error {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
+	// The owner's dial slot, then the host's: checks with a failing credential hold at most the
+	// owner's share of the host's dial slots.
+	release, err := p.ownerDialSlot(ctx, h, t.Key.owner())
+	if err != nil {
+		return fmt.Errorf("%w: waiting for a dial slot for %s: %w", ErrUnavailable, t.Addr, err)
+	}
+	defer release()
 	select {
 	case h.dialSem <- struct{}{}:
 	case <-ctx.Done():
@@ -304,6 +328,7 @@ func (p *Pool) Check(ctx context.Context, t Target) error {
 	p.metrics.dials.WithLabelValues(dialResult(err)).Inc()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.noteAuthLocked(h, t.Key.owner(), err)
 	kp := p.keyPoolLocked(t)
 	var je *JumpError
 	if err != nil {
@@ -315,7 +340,10 @@ func (p *Pool) Check(ctx context.Context, t Target) error {
 		return err
 	}
 	kp.authErr = nil
-	if p.closing || len(kp.conns)+kp.dialing >= p.cfg.MaxConnsPerKey || h.conns+h.dialing >= p.cfg.MaxConnsPerHost {
+	sh := p.shareLocked(h, t.Key.owner())
+	if p.closing || len(kp.conns)+kp.dialing >= p.cfg.MaxConnsPerKey || h.conns+h.dialing >= p.cfg.MaxConnsPerHost ||
+		sh.conns+sh.dialing >= p.cfg.MaxConnsPerOwnerHost {
+		h.tidyShareLocked(t.Key.owner())
 		if via != nil {
 			p.releaseTunnelLocked(via)
 		}

@@ -83,6 +83,19 @@ type Config struct {
 	CommandTimeout time.Duration `yaml:"command_timeout" env:"COMMAND_TIMEOUT"`
 	// OpenTimeout bounds acquiring an SFTP channel for a stream (20s).
 	OpenTimeout time.Duration `yaml:"open_timeout" env:"OPEN_TIMEOUT"`
+	// MaxRunningPerOwner is how many of one owner's transfers run at once on this instance
+	// (half of Workers, at least 1); the owner's others stay queued without holding a worker.
+	MaxRunningPerOwner int `yaml:"max_running_per_owner" env:"MAX_RUNNING_PER_OWNER"`
+	// MaxQueuedPerOwner caps one owner's unfinished (queued or running) transfers; Submit
+	// refuses more with ErrQuota (100).
+	MaxQueuedPerOwner int `yaml:"max_queued_per_owner" env:"MAX_QUEUED_PER_OWNER"`
+	// MinRate is the slowest a run may copy, in bytes/s averaged over MinRateWindow of copying
+	// (1024 bytes/s over 10m); a slower run goes back to the queue to retry on new channels,
+	// SlowRetries times (2), and then the transfer fails. A negative MinRate disables the check,
+	// a negative SlowRetries fails at once.
+	MinRate       float64       `yaml:"min_rate" env:"MIN_RATE"`
+	MinRateWindow time.Duration `yaml:"min_rate_window" env:"MIN_RATE_WINDOW"`
+	SlowRetries   int           `yaml:"slow_retries" env:"SLOW_RETRIES"`
 }
 
 func (c *Config) setDefaults() {
@@ -112,6 +125,15 @@ func (c *Config) setDefaults() {
 	defd(&c.PollInterval, 200*time.Millisecond)
 	defd(&c.CommandTimeout, time.Hour)
 	defd(&c.OpenTimeout, 20*time.Second)
+	def(&c.MaxRunningPerOwner, max(c.Workers/2, 1))
+	def(&c.MaxQueuedPerOwner, 100)
+	if c.MinRate == 0 {
+		c.MinRate = 1024
+	}
+	defd(&c.MinRateWindow, 10*time.Minute)
+	if c.SlowRetries == 0 {
+		c.SlowRetries = 2
+	}
 }
 
 // Deps are the engine's collaborators.
@@ -147,8 +169,10 @@ type Engine struct {
 	instance string // lease owner name of this process
 	metrics  *metrics
 
-	mu   sync.Mutex
-	runs map[string]*run
+	mu       sync.Mutex
+	runs     map[string]*run
+	running  map[string]int // owner -> transfers running on this instance
+	slowRuns map[string]int // transfer id -> runs that ended too slow
 
 	closing     chan struct{} // closed when the engine begins to shut down
 	closingOnce sync.Once
@@ -303,6 +327,9 @@ func (e *Engine) Submit(ctx context.Context, owner string, req Request) (*Transf
 		return nil, false, fmt.Errorf("submit: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if err := e.checkQueueQuota(ctx, tx, owner); err != nil {
+		return nil, false, err
+	}
 	if err := e.db.insertTransfer(ctx, tx, t, req); err != nil {
 		if req.IdempotencyKey != "" && strings.Contains(err.Error(), "UNIQUE") {
 			_ = tx.Rollback()
@@ -493,6 +520,12 @@ func (w *worker) Work(ctx context.Context, job *river.Job[jobArgs]) error {
 	err := w.e.runTransfer(ctx, job.Args.TransferID)
 	if errors.Is(err, errRequeue) {
 		return river.JobSnooze(0)
+	}
+	if errors.Is(err, errOwnerBusy) {
+		return river.JobSnooze(ownerBusySnooze)
+	}
+	if errors.Is(err, errSlowRequeue) {
+		return river.JobSnooze(w.e.cfg.RetryBase)
 	}
 	if err != nil && job.Attempt >= job.MaxAttempts {
 		w.e.failHard(job.Args.TransferID, err)

@@ -58,6 +58,8 @@ type run struct {
 	sampleBytes                                      int64
 	startAt                                          time.Time
 	startBytes                                       int64
+	copying                                          atomic.Int64 // copyRange calls in progress
+	slow                                             slowWatch    // heartbeat's throughput window
 }
 
 // runTransfer runs (or resumes) transfer id until it finishes, fails, is canceled, or the engine
@@ -73,6 +75,11 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	if t.Status.Terminal() {
 		return nil
 	}
+	releaseOwner, free := e.takeOwnerSlot(t.Owner)
+	if !free {
+		return errOwnerBusy
+	}
+	defer releaseOwner()
 	now := time.Now()
 	ok, err := e.db.acquireLease(parent, id, e.instance, now, now.Add(e.cfg.LeaseTTL))
 	if err != nil {
@@ -114,7 +121,7 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	stopHB()
 	<-hbDone
 	r.closeStreams()
-	return r.conclude(parent, err)
+	return r.slowDone(r.conclude(parent, err))
 }
 
 // conclude records how the run ended.
@@ -145,6 +152,8 @@ func (r *run) conclude(parent context.Context, err error) error {
 			return err
 		}
 		return errRequeue
+	case errors.Is(cause, errTooSlow):
+		return r.concludeSlow(ctx, cause, now, fail)
 	case errors.Is(cause, errDeadline):
 		msg := "deadline exceeded"
 		if le := r.lastError(); le != nil {
@@ -225,6 +234,7 @@ func (r *run) heartbeat(ctx context.Context) {
 		case <-tick.C:
 		}
 		r.sampleRate()
+		r.checkRate(time.Now())
 		st, held, err := r.e.db.heartbeat(ctx, r.t.ID, r.e.instance, time.Now().Add(r.e.cfg.LeaseTTL), r.progress())
 		switch {
 		case err != nil:
@@ -1074,6 +1084,8 @@ func (r *run) copyRange(ctx context.Context, sf io.ReaderAt, df io.WriterAt, off
 	if n == 0 {
 		return nil
 	}
+	r.copying.Add(1)
+	defer r.copying.Add(-1)
 	var next atomic.Int64
 	var failed atomic.Bool
 	var first error

@@ -38,7 +38,9 @@ func (s *stream) clients(ctx context.Context) (*sftp.Client, *sftp.Client, error
 	open := func(t sshpool.Target) (*sshpool.SFTPLease, error) {
 		octx, cancel := context.WithTimeout(ctx, s.r.e.cfg.OpenTimeout)
 		defer cancel()
-		return s.r.e.pool.DedicatedSFTP(octx, t)
+		l, err := s.r.e.pool.DedicatedSFTP(octx, t)
+		s.r.trackLease(l, true)
+		return l, err
 	}
 	var err error
 	if s.src == nil {
@@ -70,6 +72,7 @@ func (s *stream) dropLocked() {
 	s.closeFilesLocked()
 	for _, l := range []*sshpool.SFTPLease{s.src, s.dst} {
 		if l != nil {
+			s.r.trackLease(l, false)
 			_ = l.Close()
 		}
 	}
