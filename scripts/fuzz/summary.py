@@ -2,7 +2,7 @@
 
 Usage: summary.py JUNIT_XML HAR_JSON EXIT_CODE
 Prints the failing operations with their failure codes, then
-  fuzz: <ops> operations, <n> requests (<x> reached past 404), status counts, <f> failing operations
+  fuzz: ok|FAILED: <ops> operations, <n> requests (<x> past 404), <f> failures in <o> operations; statuses
 """
 
 import collections
@@ -35,8 +35,9 @@ def main() -> int:
     past404 = total - statuses[404]
     counts = " ".join(f"{s}:{n}" for s, n in sorted(statuses.items()))
     verdict = "ok" if code == 0 and not failing else f"FAILED (schemathesis exit {code})"
+    failed_ops = len({name for name, _ in failing})
     print(f"fuzz: {verdict}: {ops} operations, {total} requests ({past404} past 404), "
-          f"{len(failing)} failing operations; statuses {counts}")
+          f"{len(failing)} failures in {failed_ops} operations; statuses {counts}")
     return 0
 
 
