@@ -18,7 +18,7 @@ import (
 // processes and checks it arrives intact, under its final name only, read exactly once.
 func TestLargeFileStripedAndVerified(t *testing.T) {
 	size := int64(1 << 30) // the size; SSHAPI_TEST_QUICK=1 shrinks it for local iteration
-	if os.Getenv("SSHAPI_TEST_QUICK") != "" {
+	if testing.Short() || os.Getenv("SSHAPI_TEST_QUICK") != "" {
 		size = 256 << 20
 	}
 	h := newHarness(t, testConfig())
