@@ -26,7 +26,8 @@ type Config struct {
 	Addr string `yaml:"addr" env:"ADDR"`
 	// DataDir holds the SQLite database, the credential master key and the dev JWT secret.
 	DataDir string `yaml:"data_dir" env:"DATA_DIR"`
-	// Database is the SQLite file; default <data_dir>/sshapi.db.
+	// Database is the SQLite file (default <data_dir>/sshapi.db), or a postgres:// URL that puts
+	// the store and the transfer queue on PostgreSQL, shared by several instances.
 	Database string `yaml:"database" env:"DATABASE"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level" env:"LOG_LEVEL"`
