@@ -78,19 +78,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	keyID, key, err := secret.LoadOrCreateKeyFile(filepath.Join(cfg.DataDir, MasterKeyFile))
+	keyring, err := LoadKeyring(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("credential master key: %w", err)
-	}
-	keyring, err := secret.NewKeyring(keyID, map[string][]byte{keyID: key})
-	if err != nil {
-		return nil, fmt.Errorf("keyring: %w", err)
+		return nil, err
 	}
 	authCfg := auth.Config{JWKSURL: cfg.Auth.JWKSURL, Issuer: cfg.Auth.Issuer, Audience: cfg.Auth.Audience,
 		JWKSRefresh: cfg.Auth.JWKSRefresh, JWKSMinRefresh: cfg.Auth.JWKSMinRefresh, JWKSFetchTimeout: cfg.Auth.JWKSFetchTimeout,
 		Log: log.With("component", "auth")}
 	if cfg.Auth.DevSecretEnabled() {
-		if authCfg.HS256Secret, err = DevSecret(cfg.DataDir); err != nil {
+		if authCfg.HS256Secret, err = TokenSecret(cfg); err != nil {
 			return nil, fmt.Errorf("dev JWT secret: %w", err)
 		}
 	}
