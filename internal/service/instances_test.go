@@ -407,7 +407,7 @@ func TestFailover(t *testing.T) {
 	t.Logf("failover: size %d MiB, %d streams of %d MiB ranges; resumed %.1fs after SIGKILL (lease 3s, reap 0.5s), "+
 		"finished %.1fs after it; bytes_read - size = %d (%.2f ranges); resumed at bytes_done %d",
 		size>>20, streams, chunk>>20, resumeAfter.Seconds(), total.Seconds(), reread, float64(reread)/chunk, resumed.BytesDone)
-	if reread > streams*chunk {
+	if reread < 0 || reread > streams*chunk {
 		t.Fatalf("re-read %d bytes, more than one range per stream (%d)", reread, streams*chunk)
 	}
 }

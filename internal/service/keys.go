@@ -1,11 +1,14 @@
 package service
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
 	"github.com/sshapi/sshapi/internal/config"
 	"github.com/sshapi/sshapi/internal/secret"
+	"github.com/sshapi/sshapi/internal/store"
 )
 
 // LoadKeyring returns the credential master keys: the configured ones (keys.master_key_file,
@@ -42,4 +45,39 @@ func TokenSecret(cfg config.Config) ([]byte, error) {
 		return s, nil
 	}
 	return DevSecret(cfg.DataDir)
+}
+
+// credentialAAD binds a sealed credential to its owner, system and username; it must stay the
+// same as the API's (internal/api credentialAAD), which TestKeysRotate checks end to end.
+func credentialAAD(owner, system, username string) []byte {
+	return []byte("sshapi-credential\x00" + owner + "\x00" + system + "\x00" + username)
+}
+
+// RotateKeys re-wraps the data key of every credential not sealed under the primary master key
+// (the first configured) with it. Ciphertexts do not change, and every instance that holds both
+// keys opens both forms, so it runs while the service serves; once it reports no credential
+// left under an old key, that key may be removed from every instance's configuration.
+func RotateKeys(ctx context.Context, cfg config.Config) (rewrapped int, err error) {
+	keyring, err := LoadKeyring(cfg)
+	if err != nil {
+		return 0, err
+	}
+	db, tdb, err := OpenDatabases(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer tdb.Close()
+	defer db.Close()
+	rw, ok := db.(store.Rewrapper)
+	if !ok {
+		return 0, errors.New("keys rotate: the store cannot re-wrap credentials")
+	}
+	primary := keyring.PrimaryID()
+	return rw.RewrapCredentials(ctx, func(c *store.Credential) (secret.Sealed, bool, error) {
+		if c.Sealed.KeyID == primary {
+			return secret.Sealed{}, false, nil
+		}
+		s, err := keyring.Rewrap(c.Sealed, credentialAAD(c.Owner, c.SystemID, c.Username))
+		return s, err == nil, err
+	})
 }

@@ -52,8 +52,8 @@ func (d *db) ranges(ctx context.Context, id string) (map[int64]map[int]bool, err
 	return d.p.RangesList(ctx, &TransferGetParams{ID: id})
 }
 
-func (d *db) rangeDone(ctx context.Context, id string, seq int64, idx int, bytesDone int64) (Status, error) {
-	return d.p.RangeDone(ctx, &RangeDoneParams{ID: id, Seq: seq, Idx: idx, BytesDone: bytesDone})
+func (d *db) rangeDone(ctx context.Context, id string, seq int64, idx int, bytesDone, bytesRead int64) (Status, error) {
+	return d.p.RangeDone(ctx, &RangeDoneParams{ID: id, Seq: seq, Idx: idx, BytesDone: bytesDone, BytesRead: bytesRead})
 }
 
 func (d *db) resetRanges(ctx context.Context, id string, seq int64) error {

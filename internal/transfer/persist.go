@@ -182,12 +182,15 @@ type ItemsSaveParams struct {
 	Items []*Item
 }
 
-// RangeDoneParams records range Idx of item Seq and the item's bytes done.
+// RangeDoneParams records range Idx of item Seq and the item's bytes done. BytesRead, if
+// larger than the stored figure, becomes the transfer's bytes_read, so that after a crash the
+// next runner continues from the reads up to the last finished range, not the last heartbeat.
 type RangeDoneParams struct {
 	ID        string
 	Seq       int64
 	Idx       int
 	BytesDone int64
+	BytesRead int64
 }
 
 // RangesResetParams names one item.

@@ -312,10 +312,16 @@ func contractItems(t *testing.T, p Persistence) {
 		t.Fatalf("plan totals: %+v", tr)
 	}
 	for _, idx := range []int{0, 1, 1} { // recording a range twice is harmless
-		st, err := p.RangeDone(ctx, &RangeDoneParams{ID: "tr-1", Seq: 1, Idx: idx, BytesDone: int64(idx+1) * 50})
+		st, err := p.RangeDone(ctx, &RangeDoneParams{ID: "tr-1", Seq: 1, Idx: idx, BytesDone: int64(idx+1) * 50, BytesRead: int64(idx+1) * 70})
 		if err != nil || st != StatusQueued {
 			t.Fatalf("range done: %v %v", st, err)
 		}
+	}
+	if _, err := p.RangeDone(ctx, &RangeDoneParams{ID: "tr-1", Seq: 1, Idx: 0, BytesDone: 100, BytesRead: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if tr, _ := p.TransferGet(ctx, &TransferGetParams{ID: "tr-1"}); tr.BytesRead != 140 {
+		t.Fatalf("bytes_read after ranges: %d, want the largest reported (140)", tr.BytesRead)
 	}
 	rs, err := p.RangesList(ctx, &TransferGetParams{ID: "tr-1"})
 	if err != nil || len(rs[1]) != 2 {

@@ -1377,7 +1377,7 @@ func (r *run) doRange(ctx context.Context, s *stream, it *Item, idx int) error {
 	r.mu.Unlock()
 	r.bytesDone.Add(n)
 	r.e.metrics.bytesWritten.Add(float64(n))
-	st, err := r.e.db.rangeDone(context.WithoutCancel(ctx), r.t.ID, it.Seq, idx, done)
+	st, err := r.e.db.rangeDone(context.WithoutCancel(ctx), r.t.ID, it.Seq, idx, done, r.bytesRead.Load())
 	if err != nil {
 		return dbe(err)
 	}

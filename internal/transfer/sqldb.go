@@ -469,7 +469,8 @@ func (s *sqlDB) RangeDone(ctx context.Context, p *RangeDoneParams) (Status, erro
 		return "", fmt.Errorf("record range: %w", err)
 	}
 	var st Status
-	if err := tx.QueryRowContext(ctx, s.q(`SELECT status FROM transfers WHERE id = ?`), p.ID).Scan(&st); err != nil {
+	if err := tx.QueryRowContext(ctx, s.q(`UPDATE transfers SET bytes_read = CASE WHEN ? > bytes_read THEN ? ELSE bytes_read END
+		WHERE id = ? RETURNING status`), p.BytesRead, p.BytesRead, p.ID).Scan(&st); err != nil {
 		return "", fmt.Errorf("record range: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
