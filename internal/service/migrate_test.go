@@ -21,13 +21,13 @@ import (
 
 // inproc is a service started in this process, with a token for alice.
 type inproc struct {
-	t    *testing.T
+	t    testing.TB
 	svc  *Service
 	base string
 	tok  string
 }
 
-func startInproc(t *testing.T, cfg config.Config) *inproc {
+func startInproc(t testing.TB, cfg config.Config) *inproc {
 	t.Helper()
 	svc, err := New(t.Context(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
