@@ -367,7 +367,19 @@ func TestSeveralInstances(t *testing.T) {
 	if len(list.Transfers) != 2 {
 		t.Fatalf("%d transfers listed, want 2 (the canceled one and one for the key)", len(list.Transfers))
 	}
-	d.await(c, ids[0], 2*time.Minute, func(x transferJSON) bool { return x.Status == "succeeded" })
+	// Its event stream, read through an instance that may not run it, ends with "done".
+	req2, _ := http.NewRequestWithContext(t.Context(), "GET", a.url+"/v1/transfers/"+ids[0]+"/events", nil)
+	req2.Header.Set("Authorization", "Bearer "+d.token)
+	res, err := http.DefaultClient.Do(req2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(events), "event: done") || !strings.Contains(string(events), `"status":"succeeded"`) {
+		t.Fatalf("events through a: %s", tail(string(events), 2000))
+	}
+	d.await(c, ids[0], time.Minute, func(x transferJSON) bool { return x.Status == "succeeded" })
 }
 
 // TestFailover: a large striped transfer runs on instance A; A is killed with SIGKILL; another
