@@ -285,6 +285,20 @@ func (e *Engine) reap(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("reap: %w", err)
 	}
+	// Canceled while its runner was dying: nobody removed the temporary files yet.
+	canceled, err := e.db.p.LeaseReapCanceled(ctx, &LeaseReapParams{Now: time.Now()})
+	if err != nil {
+		return err
+	}
+	for _, id := range canceled {
+		t, err := e.db.get(ctx, "", id)
+		if err == nil {
+			err = e.cleanupIdle(ctx, t)
+		}
+		if err != nil {
+			e.log.Warn("canceled transfer whose runner stopped: removing temporary files failed", "id", id, "err", err)
+		}
+	}
 	return nil
 }
 

@@ -53,6 +53,9 @@ type Persistence interface {
 	// LeaseReap hands transfers whose lease expired back to the queue in tx and returns their
 	// ids; each is returned to exactly one caller however many instances reap at once.
 	LeaseReap(ctx context.Context, tx *sql.Tx, p *LeaseReapParams) ([]string, error)
+	// LeaseReapCanceled releases the expired leases of canceled transfers (their runner died
+	// before it removed its temporary files) and returns their ids, each to one caller.
+	LeaseReapCanceled(ctx context.Context, p *LeaseReapParams) ([]string, error)
 
 	// ItemsPlan stores a transfer's items and totals, replacing an earlier partial plan.
 	ItemsPlan(ctx context.Context, p *ItemsPlanParams) error

@@ -259,6 +259,23 @@ func contractCancel(t *testing.T, p Persistence) {
 	if got.Status != StatusCanceled || got.Error != "canceled by the user" || got.FinishedAt == nil {
 		t.Fatalf("after finish of a canceled transfer: %+v", got)
 	}
+	// A canceled transfer whose runner died before finishing: its expired lease is reaped once.
+	mustInsert(t, p, "tr-3", "alice", "")
+	if _, err := p.LeaseAcquire(ctx, &LeaseAcquireParams{ID: "tr-3", Runner: "i-dead", Now: now, Until: now.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.TransferCancel(ctx, &TransferCancelParams{Owner: "alice", ID: "tr-3", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := p.LeaseReapCanceled(ctx, &LeaseReapParams{Now: now}); err != nil || len(ids) != 0 {
+		t.Fatalf("reap of a live lease: %v %v", ids, err)
+	}
+	for i, want := range []int{1, 0} {
+		ids, err := p.LeaseReapCanceled(ctx, &LeaseReapParams{Now: now.Add(time.Minute)})
+		if err != nil || len(ids) != want || (want == 1 && ids[0] != "tr-3") {
+			t.Fatalf("reap canceled, round %d: %v %v", i, ids, err)
+		}
+	}
 }
 
 func contractRetrying(t *testing.T, p Persistence) {

@@ -347,6 +347,24 @@ func (s *sqlDB) LeaseReap(ctx context.Context, tx *sql.Tx, p *LeaseReapParams) (
 	return ids, nil
 }
 
+func (s *sqlDB) LeaseReapCanceled(ctx context.Context, p *LeaseReapParams) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`UPDATE transfers SET lease_owner = '', lease_until = 0
+		WHERE status = 'canceled' AND lease_owner != '' AND lease_until < ? RETURNING id`), micros(p.Now))
+	if err != nil {
+		return nil, fmt.Errorf("reap canceled: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("reap canceled: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
 func (s *sqlDB) ItemsPlan(ctx context.Context, p *ItemsPlanParams) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
