@@ -441,7 +441,7 @@ func (e *Engine) Items(ctx context.Context, owner, id string, after int64, limit
 
 // Cancel stops the owner's transfer if it has not finished and removes its temporary files.
 // A run on this instance is interrupted and waited for; a run elsewhere notices at its next
-// heartbeat. It returns the transfer's state afterwards.
+// finished range or heartbeat. It returns the transfer's state afterwards.
 func (e *Engine) Cancel(ctx context.Context, owner, id string) (*Transfer, error) {
 	t, err := e.db.get(ctx, owner, id)
 	if err != nil {
@@ -455,19 +455,22 @@ func (e *Engine) Cancel(ctx context.Context, owner, id string) (*Transfer, error
 		e.mu.Lock()
 		r := e.runs[id]
 		e.mu.Unlock()
-		if r != nil {
+		switch {
+		case r != nil:
 			r.cancel(errUserCanceled)
 			select {
 			case <-r.done:
 			case <-ctx.Done():
 				return nil, fmt.Errorf("cancel %s: waiting for the run to stop: %w", id, ctx.Err())
 			}
-		} else if res.LeaseLive {
-			// A run on another instance notices at its next range or heartbeat, stops and
-			// removes its temporary files.
-		} else if err := e.cleanupIdle(ctx, t); err != nil {
-			e.log.Warn("transfer canceled; removing temporary files failed", "id", id, "err", err)
+		case !res.LeaseLive:
+			if err := e.cleanupIdle(ctx, t); err != nil {
+				e.log.Warn("transfer canceled; removing temporary files failed", "id", id, "err", err)
+			}
 		}
+		// Otherwise a run on another instance notices at its next range or heartbeat, stops
+		// and removes its temporary files (or, if it died, the reaper does once its lease
+		// expires).
 		e.log.Info("transfer canceled", "id", id, "owner", owner)
 	}
 	return e.Get(ctx, owner, id)
