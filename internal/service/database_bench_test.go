@@ -40,8 +40,8 @@ func BenchmarkCommandsByDatabase(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if code, out := p.do("POST", "/v1/systems/hpc/commands", map[string]any{"command": "true"}); code != 200 {
-						b.Errorf("command: %d %s", code, out)
+					if code, out, err := p.try("POST", "/v1/systems/hpc/commands", map[string]any{"command": "true"}); err != nil || code != 200 {
+						b.Errorf("command: %d %s %v", code, out, err)
 						return
 					}
 				}

@@ -174,6 +174,15 @@ func (in *instance) kill() {
 // call sends a JSON request through in and decodes the JSON answer into out.
 func (d *deployment) call(in *instance, method, path string, body, out any) int {
 	d.t.Helper()
+	code, err := d.try(in, method, path, body, out)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return code
+}
+
+// try is call without failing the test, for goroutines.
+func (d *deployment) try(in *instance, method, path string, body, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -183,16 +192,16 @@ func (d *deployment) call(in *instance, method, path string, body, out any) int 
 	req.Header.Set("Authorization", "Bearer "+d.token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		d.t.Fatalf("%s %s via %s: %v", method, path, in.name, err)
+		return 0, fmt.Errorf("%s %s via %s: %w", method, path, in.name, err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	if out != nil && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
-			d.t.Fatalf("%s %s via %s: %d %s", method, path, in.name, res.StatusCode, b)
+			return res.StatusCode, fmt.Errorf("%s %s via %s: %d %s", method, path, in.name, res.StatusCode, b)
 		}
 	}
-	return res.StatusCode
+	return res.StatusCode, nil
 }
 
 // mustCall is call that fails the test on a status of 300 or more.
@@ -349,14 +358,20 @@ func TestSeveralInstances(t *testing.T) {
 	var wg sync.WaitGroup
 	ids := make([]string, 2)
 	codes := make([]int, 2)
+	errs := make([]error, 2)
 	for i, in := range []*instance{b, c} {
 		wg.Go(func() {
 			var x transferJSON
-			codes[i] = d.call(in, "POST", "/v1/transfers", req, &x)
+			codes[i], errs[i] = d.try(in, "POST", "/v1/transfers", req, &x)
 			ids[i] = x.ID
 		})
 	}
 	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	if ids[0] == "" || ids[0] != ids[1] || codes[0] >= 300 || codes[1] >= 300 {
 		t.Fatalf("same key through b and c: ids %v, statuses %v", ids, codes)
 	}

@@ -60,6 +60,15 @@ func (p *inproc) stop() {
 
 func (p *inproc) do(method, path string, body any) (int, string) {
 	p.t.Helper()
+	code, out, err := p.try(method, path, body)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return code, out
+}
+
+// try is do without failing the test, for goroutines.
+func (p *inproc) try(method, path string, body any) (int, string, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -69,11 +78,11 @@ func (p *inproc) do(method, path string, body any) (int, string) {
 	req.Header.Set("Authorization", "Bearer "+p.tok)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		p.t.Fatal(err)
+		return 0, "", err
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	return res.StatusCode, string(b), nil
 }
 
 func (p *inproc) must(method, path string, body any) string {
