@@ -297,8 +297,9 @@ func (d *DB) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	if e.Time.IsZero() {
 		t = now()
 	}
-	if _, err := d.pool.Exec(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail)
-		VALUES ($1, $2, $3, $4, $5)`, t, e.Owner, e.Action, e.SystemID, e.Detail); err != nil {
+	if _, err := d.pool.Exec(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, t, e.Owner, e.Action, e.SystemID, e.Detail,
+		e.SystemOwner, nonNilStrings(e.Paths), e.Status, e.Bytes, e.RequestID, e.LinkID); err != nil {
 		return fmt.Errorf("postgres: append audit: %w", err)
 	}
 	return nil

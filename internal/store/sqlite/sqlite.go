@@ -366,8 +366,13 @@ func (d *DB) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	if e.Time.IsZero() {
 		t = now()
 	}
-	_, err := d.db.ExecContext(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail)
-		VALUES (?, ?, ?, ?, ?)`, t.UnixMicro(), e.Owner, e.Action, e.SystemID, e.Detail)
+	paths, err := json.Marshal(nonNilStrings(e.Paths))
+	if err != nil {
+		return fmt.Errorf("sqlite: append audit: %w", err)
+	}
+	_, err = d.db.ExecContext(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.UnixMicro(), e.Owner, e.Action, e.SystemID, e.Detail,
+		e.SystemOwner, string(paths), e.Status, e.Bytes, e.RequestID, e.LinkID)
 	if err != nil {
 		return fmt.Errorf("sqlite: append audit: %w", err)
 	}
