@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/api"
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/config"
@@ -51,6 +52,7 @@ type Service struct {
 	tdb      *sql.DB
 	engine   *transfer.Engine
 	api      *api.Server
+	access   *access.Resolver
 	http     *http.Server
 	ln       net.Listener
 	served   chan error
@@ -89,7 +91,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	}
 	authCfg := auth.Config{JWKSURL: cfg.Auth.JWKSURL, Issuer: cfg.Auth.Issuer, Audience: cfg.Auth.Audience,
 		JWKSRefresh: cfg.Auth.JWKSRefresh, JWKSMinRefresh: cfg.Auth.JWKSMinRefresh, JWKSFetchTimeout: cfg.Auth.JWKSFetchTimeout,
-		Log: log.With("component", "auth")}
+		Log: log.With("component", "auth"), GroupsClaim: cfg.Auth.GroupsClaim, Operators: cfg.Auth.Operators, OperatorGroup: cfg.Auth.OperatorGroup}
 	if cfg.Auth.DevSecretEnabled() {
 		if authCfg.HS256Secret, err = DevSecret(cfg.DataDir); err != nil {
 			return nil, fmt.Errorf("dev JWT secret: %w", err)
@@ -123,12 +125,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		verifier.Close()
 		return nil, fmt.Errorf("transfer store: %w", err)
 	}
-	var srv *api.Server // the engine reaches systems through the API's credentials and host key policy
+	// The API and the transfer engine reach systems through one access layer: credentials, host
+	// key policy, root_dir, grants and links.
+	acc := access.New(cfg.Sharing, access.Deps{Store: db, Keyring: keyring, Network: network, Log: log.With("component", "access")})
 	engine, err := transfer.New(cfg.Transfer, transfer.Deps{
 		DB: tdb, Pool: pool, Log: log.With("component", "transfer"), Registerer: reg,
-		Resolver: transfer.ResolverFunc(func(ctx context.Context, owner, system string) (transfer.System, error) {
-			return srv.TransferResolver().Resolve(ctx, owner, system)
-		}),
+		Resolver: acc.TransferResolver(),
 	})
 	if err != nil {
 		tdb.Close()
@@ -136,11 +138,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		verifier.Close()
 		return nil, fmt.Errorf("transfer engine: %w", err)
 	}
-	srv = api.New(cfg.HTTP, api.Deps{
-		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine,
+	srv := api.New(cfg.HTTP, api.Deps{
+		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine, Access: acc,
 		Log: log.With("component", "api"), Registry: reg, Version: Version, Network: network,
 	})
-	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, served: make(chan error, 1)}, nil
+	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, access: acc, served: make(chan error, 1)}, nil
 }
 
 // Start listens on the configured address and serves in the background.

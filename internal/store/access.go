@@ -81,11 +81,11 @@ type LinkGetParams struct{ ID string }
 // AuditQueryParams selects audit entries, newest first. Visible, when set, keeps the entries
 // that user made or that were made on systems the user owns. The other filters narrow.
 type AuditQueryParams struct {
-	Visible    string
-	Principal  string
-	SystemOwner string
-	System     string
-	PathPrefix string
+	Visible      string
+	Principal    string
+	SystemOwner  string
+	System       string
+	PathPrefix   string
 	Since, Until time.Time
 	// BeforeSeq pages: only entries with Seq < BeforeSeq (0: from the newest).
 	BeforeSeq int64
