@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/store"
@@ -41,6 +42,7 @@ func (s *Server) decide(r *http.Request) (*access.Decision, error) {
 	p := principal(r)
 	d, err := s.access.Resolve(r.Context(), access.Request{Caller: p, System: r.PathValue("id"), Level: level, Paths: paths})
 	if err != nil {
+		noteRefusal(r.Context(), p.User, r.PathValue("id"), err, paths...)
 		return nil, err
 	}
 	s.noteAudit(r, d, paths...)
@@ -48,3 +50,12 @@ func (s *Server) decide(r *http.Request) (*access.Decision, error) {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
+// redactPath hides a link token in a path that is echoed (problem instance, logs): whoever
+// holds the URL knows it, but it is a secret nothing should repeat.
+func redactPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/v1/links/"); ok && rest != "" {
+		return "/v1/links/{token}"
+	}
+	return p
+}

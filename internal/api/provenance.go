@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"io"
 	"net/http"
 	"regexp"
@@ -36,7 +37,11 @@ func noteOf(r *http.Request) *auditNote {
 
 // noteAudit records the system (by its owner) and paths a request acts on.
 func (s *Server) noteAudit(r *http.Request, d *access.Decision, paths ...string) {
-	n := noteOf(r)
+	noteDecision(r.Context(), d, paths...)
+}
+
+func noteDecision(ctx context.Context, d *access.Decision, paths ...string) {
+	n, _ := ctx.Value(auditNoteKey{}).(*auditNote)
 	if n == nil || d == nil {
 		return
 	}
@@ -46,6 +51,18 @@ func (s *Server) noteAudit(r *http.Request, d *access.Decision, paths ...string)
 	n.paths = append(n.paths, paths...)
 	if d.Link != nil {
 		n.linkID, n.actor = d.Link.ID, "link:"+d.Link.ID
+	}
+}
+
+// noteRefusal records a refused request on a system the caller can see (403): the owner sees
+// the attempt in their audit.
+func noteRefusal(ctx context.Context, caller, ref string, err error, paths ...string) {
+	if !errors.Is(err, access.ErrDenied) && !errors.Is(err, access.ErrDisabled) {
+		return
+	}
+	owner, id, perr := access.ParseRef(caller, ref)
+	if perr == nil {
+		noteDecision(ctx, &access.Decision{Owner: owner, SystemID: id}, paths...)
 	}
 }
 

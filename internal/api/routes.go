@@ -105,7 +105,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(rt.method+" "+rt.pattern, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, Problem{Status: http.StatusNotFound, Detail: "no such route: " + r.Method + " " + r.URL.Path + " (see /openapi.json)"})
+		writeProblem(w, r, Problem{Status: http.StatusNotFound, Detail: "no such route: " + r.Method + " " + redactPath(r.URL.Path) + " (see /openapi.json)"})
 	})
 	return s.recoverer(normalizePath(wildcardPrefixes(rts), mux))
 }
@@ -357,7 +357,7 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	case errors.Is(err, context.DeadlineExceeded):
 		return Problem{Status: http.StatusGatewayTimeout, Detail: err.Error()}
 	}
-	s.log.Error("internal error", "path", r.URL.Path, "err", err)
+	s.log.Error("internal error", "path", redactPath(r.URL.Path), "err", err)
 	return Problem{Status: http.StatusInternalServerError, Detail: "internal error; see the server log"}
 }
 
@@ -383,7 +383,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error("panic in handler", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				s.log.Error("panic in handler", "path", redactPath(r.URL.Path), "panic", fmt.Sprint(v))
 				writeProblem(w, r, Problem{Status: http.StatusInternalServerError, Detail: "internal error; see the server log"})
 			}
 		}()

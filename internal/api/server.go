@@ -212,7 +212,9 @@ func (s *Server) target(ctx context.Context, owner, id string) (sshpool.Target, 
 	}
 	d, err := s.access.Resolve(ctx, access.Request{Caller: caller, System: id, Level: access.Command})
 	if err != nil {
+		noteRefusal(ctx, caller.User, id, err)
 		return sshpool.Target{}, nil, err
 	}
+	noteDecision(ctx, d)
 	return d.Target, d.System, nil
 }

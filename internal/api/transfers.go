@@ -80,6 +80,7 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) error {
 		level access.Level
 	}{{"source", req.Source, access.Read}, {"destination", req.Destination, access.Write}} {
 		d, err := s.access.Resolve(r.Context(), access.Request{Caller: p, System: ep.ep.System, Level: ep.level, Paths: []string{ep.ep.Path}})
+		noteRefusal(r.Context(), p.User, ep.ep.System, err, ep.ep.Path)
 		var ae *access.Error
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -90,7 +91,13 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) error {
 		case err != nil:
 			return err
 		}
-		s.noteAudit(r, d, ep.ep.Path)
+		// The audit names the shared endpoint if there is one, so its owner sees the transfer.
+		if n := noteOf(r); n != nil && (n.system == "" || d.Owner != owner) {
+			n.systemOwner, n.system = d.Owner, d.SystemID
+		}
+		if n := noteOf(r); n != nil {
+			n.paths = append(n.paths, ep.ep.Path)
+		}
 	}
 	t, created, err := tr.Submit(r.Context(), owner, req)
 	if err != nil {
