@@ -9,6 +9,7 @@
 package access
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -107,6 +108,9 @@ type Resolver struct {
 	log     *slog.Logger
 	targets sync.Map // targetKey -> sshpool.Target: parsed signers, so keys are decrypted once
 	groups  groupMemory
+
+	stop context.CancelFunc // audit retention (Start/Stop)
+	done chan struct{}
 }
 
 // New returns a Resolver.

@@ -153,6 +153,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.engine.Start(ctx); err != nil {
 		return fmt.Errorf("transfer engine: %w", err)
 	}
+	s.access.Start(ctx) // audit retention
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -191,6 +192,7 @@ func (s *Service) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("http serve: %w", err))
 		}
 	}
+	s.access.Stop()
 	if err := s.engine.Stop(ctx); err != nil { // running transfers save progress and re-queue
 		errs = append(errs, fmt.Errorf("transfer engine: %w", err))
 	}
