@@ -657,9 +657,19 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	if strings.Join(documented, "\n") != strings.Join(served, "\n") {
 		t.Fatalf("router and OpenAPI document disagree\nserved:\n%s\n\ndocumented:\n%s", strings.Join(served, "\n"), strings.Join(documented, "\n"))
 	}
+	if errs, err := documentedStatusErrors(openapiYAML, s.routes()); err != nil || len(errs) > 0 {
+		t.Fatalf("documented statuses (%v):\n%s", err, strings.Join(errs, "\n"))
+	}
 	e := newEnv(t)
 	if r := e.do("", "GET", "/openapi.json", nil); r.status != 200 || r.json(t)["openapi"] != "3.1.0" {
 		t.Fatalf("served document: %d", r.status)
+	}
+	r := e.do("", "GET", "/openapi.yaml", nil)
+	var servedYAML struct {
+		OpenAPI string `yaml:"openapi"`
+	}
+	if err := yaml.Unmarshal(r.body, &servedYAML); r.status != 200 || r.header.Get("Content-Type") != "application/yaml" || err != nil || servedYAML.OpenAPI != "3.1.0" {
+		t.Fatalf("served YAML document: %d %q %v %q", r.status, r.header.Get("Content-Type"), err, servedYAML.OpenAPI)
 	}
 }
 
