@@ -151,3 +151,20 @@ func TestExpiredGrantHides(t *testing.T) {
 		t.Fatalf("expired grant: %v, want not found", err)
 	}
 }
+
+// TestGroupsForTransfers: a user's groups, as their last token carried them, reach a transfer
+// judged by another instance (another Resolver on the same store).
+func TestGroupsForTransfers(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	New(Config{}, Deps{Store: s}).Remember(ctx, auth.Principal{User: "dave", Groups: []string{"proj42"}})
+	other := New(Config{}, Deps{Store: s})
+	p, err := other.principal(ctx, "dave")
+	if err != nil || len(p.Groups) != 1 || p.Groups[0] != "proj42" {
+		t.Fatalf("groups on another instance: %+v, %v", p, err)
+	}
+	other.Remember(ctx, auth.Principal{User: "dave"}) // left the group
+	if p, _ := New(Config{}, Deps{Store: s}).principal(ctx, "dave"); len(p.Groups) != 0 {
+		t.Fatalf("stale groups: %+v", p)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/sshapi/sshapi/internal/auth"
@@ -11,36 +12,61 @@ import (
 	"github.com/sshapi/sshapi/internal/transfer"
 )
 
-// maxRememberedGroups bounds the users whose groups the resolver remembers for transfers.
+// maxRememberedGroups bounds the users whose groups the resolver keeps in memory.
 const maxRememberedGroups = 65536
 
 // groupMemory remembers each user's groups as last seen in a token, so a transfer running in
-// the background judges group grants as its owner's last request did.
+// the background judges group grants as its owner's last request did. The store holds them too
+// (written only when they change), for transfers that run on another instance.
 type groupMemory struct {
 	mu sync.Mutex
 	m  map[string][]string
 }
 
-func (g *groupMemory) remember(p auth.Principal) {
+// changed records groups for user and reports whether they differ from what was known.
+func (g *groupMemory) changed(user string, groups []string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	old, ok := g.m[user]
+	if ok && slices.Equal(old, groups) {
+		return false
+	}
 	if g.m == nil || len(g.m) >= maxRememberedGroups {
 		g.m = map[string][]string{}
 	}
-	g.m[p.User] = p.Groups
+	g.m[user] = slices.Clone(groups)
+	return true
 }
 
-func (g *groupMemory) principal(user string) auth.Principal {
+func (g *groupMemory) get(user string) ([]string, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return auth.Principal{User: user, Groups: g.m[user]}
+	v, ok := g.m[user]
+	return v, ok
 }
 
-// Remember records the caller's groups for its transfers (called by the API per request).
-func (r *Resolver) Remember(p auth.Principal) {
-	if len(p.Groups) > 0 {
-		r.groups.remember(p)
+// Remember records the caller's groups for its transfers (the API calls it per request; the
+// store is written only when they change).
+func (r *Resolver) Remember(ctx context.Context, p auth.Principal) {
+	if !r.groups.changed(p.User, p.Groups) {
+		return
 	}
+	if err := r.deps.Store.PutUserGroups(ctx, &store.UserGroupsParams{User: p.User, Groups: p.Groups}); err != nil {
+		r.log.Warn("record the caller's groups", "user", p.User, "err", err)
+	}
+}
+
+// principal is user with the groups last recorded for them.
+func (r *Resolver) principal(ctx context.Context, user string) (auth.Principal, error) {
+	if g, ok := r.groups.get(user); ok {
+		return auth.Principal{User: user, Groups: g}, nil
+	}
+	g, err := r.deps.Store.GetUserGroups(ctx, &store.UserGroupsParams{User: user})
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	r.groups.changed(user, g)
+	return auth.Principal{User: user, Groups: g}, nil
 }
 
 // Resolve implements transfer.Resolver: owner's own system, or a shared one named
@@ -61,7 +87,11 @@ func (r *Resolver) ResolveEndpoint(ctx context.Context, owner string, ep transfe
 }
 
 func (r *Resolver) resolveTransfer(ctx context.Context, owner string, ep transfer.Endpoint, level Level, withPath bool) (transfer.System, error) {
-	req := Request{Caller: r.groups.principal(owner), System: ep.System, Level: level}
+	caller, err := r.principal(ctx, owner)
+	if err != nil {
+		return transfer.System{}, err
+	}
+	req := Request{Caller: caller, System: ep.System, Level: level}
 	if withPath {
 		req.Paths = []string{ep.Path}
 	}
@@ -69,13 +99,13 @@ func (r *Resolver) resolveTransfer(ctx context.Context, owner string, ep transfe
 	if err != nil {
 		return transfer.System{}, err
 	}
-	sys := transfer.System{Target: d.Target, RootDir: d.System.RootDir, Within: d.Within}
-	if d.Shared() {
-		sys.Recheck = func(ctx context.Context) error {
+	// Every round and range asks again: a revoked grant, or a system or user an operator
+	// disabled, stops the transfer there.
+	sys := transfer.System{Target: d.Target, RootDir: d.System.RootDir, Within: d.Within,
+		Recheck: func(ctx context.Context) error {
 			_, err := r.decideTransfer(ctx, req, withPath)
 			return err
-		}
-	}
+		}}
 	return sys, nil
 }
 

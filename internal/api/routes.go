@@ -242,7 +242,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
-			s.access.Remember(p)
+			s.access.Remember(r.Context(), p)
 		}
 		if strings.HasSuffix(rt.pattern, "{path...}") && strings.ContainsRune(r.PathValue("path"), 0) {
 			writeProblem(sw, r, s.problemFor(r, badField("path", "must not contain NUL bytes")))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/confine"
+	"github.com/sshapi/sshapi/internal/forwarded"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -231,13 +232,8 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	j := toLinkJSON(l)
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	j.URL = scheme + "://" + r.Host + "/v1/links/" + token // shown once; only its hash is kept
-	s.noteAudit(r, &access.Decision{Owner: sys.Owner, SystemID: sys.ID, Link: &store.Link{ID: l.ID}}, p)
-	noteOf(r).actor = "" // the owner made it; the link id is recorded alongside
+	j.URL = forwarded.Scheme(r) + "://" + r.Host + "/v1/links/" + token // shown once; only its hash is kept
+	noteLink(r, sys, l.ID, p)
 	w.Header().Set("Location", "/v1/systems/"+sys.ID+"/links/"+l.ID)
 	writeJSON(w, http.StatusCreated, j)
 	return nil
@@ -269,8 +265,7 @@ func (s *Server) deleteLink(w http.ResponseWriter, r *http.Request) error {
 	if err := s.deps.Store.DeleteLink(r.Context(), &store.LinkDeleteParams{Owner: sys.Owner, SystemID: sys.ID, ID: id}); err != nil {
 		return errNotFoundAs(err, "no link %q on system %q", id, sys.ID)
 	}
-	s.noteAudit(r, &access.Decision{Owner: sys.Owner, SystemID: sys.ID, Link: &store.Link{ID: id}})
-	noteOf(r).actor = ""
+	noteLink(r, sys, id)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -329,4 +324,15 @@ func (s *Server) sharedSystems(r *http.Request) ([]sharedSystemJSON, error) {
 		out[k].Paths = append(out[k].Paths, sharedPath{Path: g.Path, Access: g.Access, Via: g.Principal, ExpiresAt: g.ExpiresAt})
 	}
 	return out, nil
+}
+
+// noteLink records the owner's action on one of their links (made or revoked by the owner, not
+// through the link).
+func noteLink(r *http.Request, sys *store.System, linkID string, paths ...string) {
+	noteDecision(r.Context(), &access.Decision{Owner: sys.Owner, SystemID: sys.ID}, paths...)
+	if n := noteOf(r); n != nil {
+		n.mu.Lock()
+		n.linkID = linkID
+		n.mu.Unlock()
+	}
 }

@@ -73,7 +73,6 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := principal(r)
 	owner := p.User
-	s.access.Remember(p)
 	for _, ep := range []struct {
 		role  string
 		ep    transfer.Endpoint

@@ -103,6 +103,13 @@ type DisabledParams struct {
 	Disabled bool
 }
 
+// UserGroupsParams records (Put) or reads (Get) the groups a user's token last carried, so a
+// transfer judged on another instance sees the same group grants.
+type UserGroupsParams struct {
+	User   string
+	Groups []string
+}
+
 // AccessStore persists grants, links, the provenance audit and operator switches. Methods
 // follow River's style: (ctx, *Params).
 type AccessStore interface {
@@ -134,4 +141,8 @@ type AccessStore interface {
 	IsDisabled(ctx context.Context, p *DisabledParams) (bool, error)
 	// ListAllSystems returns every owner's systems (operators), sorted by owner and ID.
 	ListAllSystems(ctx context.Context) ([]System, error)
+	// PutUserGroups records p.Groups as p.User's groups.
+	PutUserGroups(ctx context.Context, p *UserGroupsParams) error
+	// GetUserGroups returns p.User's recorded groups (nil when none were recorded).
+	GetUserGroups(ctx context.Context, p *UserGroupsParams) ([]string, error)
 }

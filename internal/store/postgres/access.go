@@ -316,3 +316,31 @@ func (d *DB) ListAllSystems(ctx context.Context) ([]store.System, error) {
 	}
 	return out, rows.Err()
 }
+
+// PutUserGroups implements store.AccessStore.
+func (d *DB) PutUserGroups(ctx context.Context, p *store.UserGroupsParams) error {
+	if p.User == "" {
+		return fmt.Errorf("%w: empty user", store.ErrInvalid)
+	}
+	if _, err := d.pool.Exec(ctx, `INSERT INTO user_groups (username, groups) VALUES ($1, $2)
+		ON CONFLICT (username) DO UPDATE SET groups = excluded.groups`, p.User, nonNilStrings(p.Groups)); err != nil {
+		return fmt.Errorf("postgres: put user groups: %w", err)
+	}
+	return nil
+}
+
+// GetUserGroups implements store.AccessStore.
+func (d *DB) GetUserGroups(ctx context.Context, p *store.UserGroupsParams) ([]string, error) {
+	var g []string
+	err := d.pool.QueryRow(ctx, `SELECT groups FROM user_groups WHERE username = $1`, p.User).Scan(&g)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get user groups: %w", err)
+	}
+	if len(g) == 0 {
+		return nil, nil
+	}
+	return g, nil
+}

@@ -298,3 +298,36 @@ func (d *DB) ListAllSystems(ctx context.Context) ([]store.System, error) {
 	}
 	return out, rows.Err()
 }
+
+// PutUserGroups implements store.AccessStore.
+func (d *DB) PutUserGroups(ctx context.Context, p *store.UserGroupsParams) error {
+	if p.User == "" {
+		return fmt.Errorf("%w: empty user", store.ErrInvalid)
+	}
+	g, err := json.Marshal(nonNilStrings(p.Groups))
+	if err != nil {
+		return fmt.Errorf("sqlite: put user groups: %w", err)
+	}
+	if _, err := d.db.ExecContext(ctx, `INSERT INTO user_groups (username, groups) VALUES (?, ?)
+		ON CONFLICT (username) DO UPDATE SET groups = excluded.groups`, p.User, string(g)); err != nil {
+		return fmt.Errorf("sqlite: put user groups: %w", err)
+	}
+	return nil
+}
+
+// GetUserGroups implements store.AccessStore.
+func (d *DB) GetUserGroups(ctx context.Context, p *store.UserGroupsParams) ([]string, error) {
+	var g string
+	err := d.db.QueryRowContext(ctx, `SELECT groups FROM user_groups WHERE username = ?`, p.User).Scan(&g)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get user groups: %w", err)
+	}
+	var out []string
+	if err := json.Unmarshal([]byte(g), &out); err != nil {
+		return nil, fmt.Errorf("sqlite: user groups: %w", err)
+	}
+	return out, nil
+}

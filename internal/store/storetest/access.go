@@ -211,3 +211,18 @@ func testDisabled(t *testing.T, s store.Store) {
 		t.Fatalf("all systems: %+v, %v", all, err)
 	}
 }
+
+func testUserGroups(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if g, err := s.GetUserGroups(ctx, &store.UserGroupsParams{User: "bob"}); err != nil || g != nil {
+		t.Fatalf("unknown user: %v, %v", g, err)
+	}
+	for _, want := range [][]string{{"proj42", "lab"}, {"lab"}, nil} {
+		if err := s.PutUserGroups(ctx, &store.UserGroupsParams{User: "bob", Groups: want}); err != nil {
+			t.Fatal(err)
+		}
+		if g, err := s.GetUserGroups(ctx, &store.UserGroupsParams{User: "bob"}); err != nil || fmt.Sprint(g) != fmt.Sprint(want) {
+			t.Fatalf("groups %v, %v; want %v", g, err, want)
+		}
+	}
+}

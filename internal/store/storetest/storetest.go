@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Links", testLinks},
 		{"AuditQuery", testAuditQuery},
 		{"Disabled", testDisabled},
+		{"UserGroups", testUserGroups},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,7 +46,14 @@ CREATE TABLE disabled (
     PRIMARY KEY (owner, system_id)
 );
 
+-- The groups each user's token last carried (for transfers judged on any instance).
+CREATE TABLE user_groups (
+    username TEXT PRIMARY KEY,
+    groups   TEXT[] NOT NULL DEFAULT '{}'
+);
+
 -- +goose Down
+DROP TABLE user_groups;
 DROP TABLE disabled;
 DROP INDEX audit_log_time;
 DROP INDEX audit_log_system_owner;
