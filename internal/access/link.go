@@ -54,19 +54,11 @@ func LinkID(token string) string {
 // use. Every refusal is store.ErrNotFound, so a link's existence is not revealed.
 func (r *Resolver) ResolveLink(ctx context.Context, token string, level Level) (*Decision, error) {
 	notFound := fmt.Errorf("link: %w", store.ErrNotFound)
-	id := LinkID(token)
-	if id == "" {
-		return nil, notFound
-	}
-	secret := token[len(id)+1:]
-	l, err := r.deps.Store.GetLink(ctx, &store.LinkGetParams{ID: id})
+	l, err := r.LinkOf(ctx, token)
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(secret))
-	if subtle.ConstantTimeCompare(sum[:], l.SecretHash) != 1 {
-		return nil, notFound
-	}
+	id := l.ID
 	if lv, _ := ParseLevel(l.Access); lv < level {
 		return nil, refuse(ErrDenied, "this link is read-only")
 	}
@@ -84,4 +76,23 @@ func (r *Resolver) ResolveLink(ctx context.Context, token string, level Level) (
 		return nil, err
 	}
 	return &Decision{Owner: l.Owner, SystemID: l.SystemID, Target: t, System: sys, Within: l.Path, Link: l}, nil
+}
+
+// LinkOf returns the link a token belongs to, whatever its state, when the token's secret
+// matches (store.ErrNotFound otherwise). It decides nothing: ResolveLink does.
+func (r *Resolver) LinkOf(ctx context.Context, token string) (*store.Link, error) {
+	notFound := fmt.Errorf("link: %w", store.ErrNotFound)
+	id := LinkID(token)
+	if id == "" {
+		return nil, notFound
+	}
+	l, err := r.deps.Store.GetLink(ctx, &store.LinkGetParams{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(token[len(id)+1:]))
+	if subtle.ConstantTimeCompare(sum[:], l.SecretHash) != 1 {
+		return nil, notFound
+	}
+	return l, nil
 }

@@ -25,6 +25,8 @@ type auditNote struct {
 	paths       []string
 	linkID      string
 	actor       string // "link:<id>" for requests made with a link
+	detail      string
+	fixed       bool // a fan-out: the entry names its systems in detail, not one system
 	bytesIn     atomic.Int64
 }
 
@@ -47,6 +49,9 @@ func noteDecision(ctx context.Context, d *access.Decision, paths ...string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.fixed {
+		return
+	}
 	n.systemOwner, n.system = d.Owner, d.SystemID
 	n.paths = append(n.paths, paths...)
 	if d.Link != nil {
@@ -140,7 +145,7 @@ func (c countingBody) Read(p []byte) (int, error) {
 func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int, written int64, reqID string) {
 	n.mu.Lock()
 	e := store.AuditEntry{Owner: principal(r).User, Action: operation(rt, r), SystemID: n.system, SystemOwner: n.systemOwner,
-		Paths: n.paths, Status: status, RequestID: reqID, LinkID: n.linkID}
+		Paths: n.paths, Status: status, RequestID: reqID, LinkID: n.linkID, Detail: n.detail}
 	if n.actor != "" {
 		e.Owner = n.actor
 	}
@@ -168,3 +173,21 @@ func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int,
 		s.log.Error("audit log write failed", "action", e.Action, "err", err)
 	}
 }
+
+// noteFanout records the systems of a request that acts on several (POST /v1/commands).
+func noteFanout(r *http.Request, systems []string) {
+	n := noteOf(r)
+	if n == nil {
+		return
+	}
+	d := "systems: " + strings.Join(systems, ", ")
+	if len(d) > maxAuditDetail {
+		d = d[:maxAuditDetail] + "…"
+	}
+	n.mu.Lock()
+	n.fixed, n.detail = true, d
+	n.mu.Unlock()
+}
+
+// maxAuditDetail bounds an entry's detail.
+const maxAuditDetail = 500

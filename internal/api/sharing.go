@@ -277,6 +277,10 @@ func (s *Server) linkRoute(level access.Level, h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		d, err := s.access.ResolveLink(r.Context(), r.PathValue("token"), level)
 		if err != nil {
+			if l, lerr := s.access.LinkOf(r.Context(), r.PathValue("token")); lerr == nil && !isNotFound(err) {
+				// A refusal through a real link (read-only, disabled) is its owner's to see.
+				noteDecision(r.Context(), &access.Decision{Owner: l.Owner, SystemID: l.SystemID, Link: l}, l.Path)
+			}
 			if isNotFound(err) {
 				return errStatus(http.StatusNotFound, "no such link, or it expired, was used up or was revoked")
 			}
