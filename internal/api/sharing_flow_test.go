@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +206,21 @@ func TestSharingFlow(t *testing.T) {
 	}
 	if r := e.do("alice", "POST", "/v1/systems/hpc/links", map[string]any{"path": pub, "access": "read", "expires_in_s": 365 * 24 * 3600}); r.status != 400 {
 		t.Fatalf("a link longer than link_max_ttl: %d %s", r.status, r.body)
+	}
+
+	// The audit pages with before=next_before, newest first, and refuses a bad filter.
+	p1 := e.do("alice", "GET", "/v1/audit?limit=1", nil).json(t)
+	next, ok := p1["next_before"].(float64)
+	if !ok {
+		t.Fatalf("first page without next_before: %v", p1)
+	}
+	p2 := e.do("alice", "GET", "/v1/audit?limit=1&before="+strconv.FormatInt(int64(next), 10), nil).json(t)
+	e1, e2 := p1["entries"].([]any)[0].(map[string]any), p2["entries"].([]any)[0].(map[string]any)
+	if e2["seq"].(float64) >= e1["seq"].(float64) {
+		t.Fatalf("second page %v after %v", e2, e1)
+	}
+	if r := e.do("alice", "GET", "/v1/audit?since=yesterday", nil); r.status != 400 || !strings.Contains(string(r.body), `"field":"since"`) {
+		t.Fatalf("bad since: %d %s", r.status, r.body)
 	}
 
 	// Operators see every user's actions, list systems and disable a system at once.
