@@ -69,6 +69,12 @@ type Config struct {
 	// MaxGrantsPerSystem and MaxLinksPerSystem bound what one owner may create (default 1000).
 	MaxGrantsPerSystem int `yaml:"max_grants_per_system" env:"MAX_GRANTS_PER_SYSTEM"`
 	MaxLinksPerSystem  int `yaml:"max_links_per_system" env:"MAX_LINKS_PER_SYSTEM"`
+	// AuditQueue bounds the audit entries waiting for the batch writer (default 4096); when it
+	// is full a request writes its own entry.
+	AuditQueue int `yaml:"audit_queue" env:"AUDIT_QUEUE"`
+	// DisabledCacheTTL is how long an operator's switch may take to reach other instances
+	// (default 1s; this instance sees it at once).
+	DisabledCacheTTL time.Duration `yaml:"disabled_cache_ttl" env:"DISABLED_CACHE_TTL"`
 }
 
 // WithDefaults fills unset fields.
@@ -88,6 +94,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxLinksPerSystem <= 0 {
 		c.MaxLinksPerSystem = 1000
+	}
+	if c.AuditQueue <= 0 {
+		c.AuditQueue = 4096
+	}
+	if c.DisabledCacheTTL <= 0 {
+		c.DisabledCacheTTL = time.Second
 	}
 	return c
 }
@@ -111,6 +123,12 @@ type Resolver struct {
 
 	stop context.CancelFunc // audit retention (Start/Stop)
 	done chan struct{}
+
+	auditMu   sync.RWMutex
+	auditQ    chan auditItem // nil until Start
+	auditDone chan struct{}
+
+	disabled disabledCache
 }
 
 // New returns a Resolver.

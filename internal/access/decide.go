@@ -205,12 +205,12 @@ func grantedPaths(gs []store.Grant) string {
 
 // checkEnabled refuses a caller, owner or system an operator disabled.
 func (r *Resolver) checkEnabled(ctx context.Context, caller, owner, id string) error {
-	off, err := r.deps.Store.IsDisabled(ctx, &store.DisabledParams{Owner: owner, SystemID: id})
+	off, err := r.isDisabled(ctx, owner, id)
 	if err != nil {
 		return err
 	}
 	if !off && caller != "" && caller != owner {
-		if off, err = r.deps.Store.IsDisabled(ctx, &store.DisabledParams{Owner: caller}); err != nil {
+		if off, err = r.isDisabled(ctx, caller, ""); err != nil {
 			return err
 		}
 	}

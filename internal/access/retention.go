@@ -10,9 +10,16 @@ import (
 // purgeInterval is how often audit entries older than the retention are deleted.
 const purgeInterval = time.Hour
 
-// Start begins deleting audit entries older than Config.AuditRetention (at once, then hourly)
-// until Stop. A negative retention keeps everything and starts nothing.
+// Start starts the audit batch writer (see Record) and begins deleting audit entries older than
+// Config.AuditRetention (at once, then hourly) until Stop; a negative retention keeps
+// everything.
 func (r *Resolver) Start(ctx context.Context) {
+	r.auditMu.Lock()
+	if r.auditQ == nil {
+		r.auditQ, r.auditDone = make(chan auditItem, r.cfg.AuditQueue), make(chan struct{})
+		go r.auditWriter(r.auditQ, r.auditDone)
+	}
+	r.auditMu.Unlock()
 	if r.cfg.AuditRetention < 0 || r.stop != nil {
 		return
 	}
@@ -33,8 +40,15 @@ func (r *Resolver) Start(ctx context.Context) {
 	}()
 }
 
-// Stop ends the purging started by Start and waits for it.
+// Stop ends the purging started by Start, stores the queued audit entries and waits for both.
 func (r *Resolver) Stop() {
+	r.auditMu.Lock()
+	if r.auditQ != nil {
+		close(r.auditQ)
+		<-r.auditDone
+		r.auditQ = nil
+	}
+	r.auditMu.Unlock()
 	if r.stop != nil {
 		r.stop()
 		<-r.done

@@ -96,6 +96,7 @@ func requireOperator(r *http.Request) error {
 }
 
 func (s *Server) serveAudit(w http.ResponseWriter, r *http.Request, p store.AuditQueryParams) error {
+	s.access.FlushAudit(r.Context()) // the caller's own last actions are there
 	entries, err := s.deps.Store.QueryAudit(r.Context(), &p)
 	if err != nil {
 		return err
@@ -172,7 +173,7 @@ func (s *Server) adminDisable(w http.ResponseWriter, r *http.Request) error {
 			return errNotFoundAs(err, "no system %q of user %q", p.SystemID, p.Owner)
 		}
 	}
-	if err := s.deps.Store.SetDisabled(r.Context(), &p); err != nil {
+	if err := s.access.SetDisabled(r.Context(), &p); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"user": p.Owner, "system": p.SystemID, "disabled": p.Disabled})

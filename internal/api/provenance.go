@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/store"
@@ -167,11 +166,7 @@ func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int,
 	} else {
 		e.Bytes = n.bytesIn.Load()
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-	defer cancel()
-	if err := s.deps.Store.AppendAudit(ctx, e); err != nil {
-		s.log.Error("audit log write failed", "action", e.Action, "err", err)
-	}
+	s.access.Record(r.Context(), e)
 }
 
 // noteFanout records the systems of a request that acts on several (POST /v1/commands).

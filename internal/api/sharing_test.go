@@ -360,6 +360,7 @@ func TestAccessMatrix(t *testing.T) {
 
 	// Provenance: every decided cell (allowed, or refused on a system the caller can see) is in
 	// the audit with its principal and the acting-as owner; alice sees her grantees' actions.
+	e.api.access.FlushAudit(t.Context())
 	byReq := map[string]store.AuditEntry{}
 	for before := int64(0); ; {
 		page, err := e.api.deps.Store.QueryAudit(context.Background(), &store.AuditQueryParams{Limit: 1000, BeforeSeq: before})

@@ -110,6 +110,9 @@ type UserGroupsParams struct {
 	Groups []string
 }
 
+// AuditAppendParams appends entries in one transaction (times set where zero).
+type AuditAppendParams struct{ Entries []AuditEntry }
+
 // AccessStore persists grants, links, the provenance audit and operator switches. Methods
 // follow River's style: (ctx, *Params).
 type AccessStore interface {
@@ -131,6 +134,8 @@ type AccessStore interface {
 	// UseLink counts one use atomically and returns the link after it, or ErrNotFound when it
 	// is missing, expired or exhausted.
 	UseLink(ctx context.Context, p *LinkUseParams) (*Link, error)
+	// AppendAuditBatch records p.Entries atomically, in order.
+	AppendAuditBatch(ctx context.Context, p *AuditAppendParams) error
 	// QueryAudit returns audit entries per p.
 	QueryAudit(ctx context.Context, p *AuditQueryParams) ([]AuditEntry, error)
 	// PurgeAudit deletes old entries and returns how many.

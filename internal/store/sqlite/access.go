@@ -331,3 +331,15 @@ func (d *DB) GetUserGroups(ctx context.Context, p *store.UserGroupsParams) ([]st
 	}
 	return out, nil
 }
+
+// AppendAuditBatch implements store.AccessStore.
+func (d *DB) AppendAuditBatch(ctx context.Context, p *store.AuditAppendParams) error {
+	return d.inTx(ctx, func(tx *sql.Tx) error {
+		for _, e := range p.Entries {
+			if err := appendAudit(ctx, tx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

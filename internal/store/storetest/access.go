@@ -226,3 +226,22 @@ func testUserGroups(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+func testAuditBatch(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	es := []store.AuditEntry{{Owner: "a", Action: "x", RequestID: "1"}, {Owner: "a", Action: "x", RequestID: "2"}, {Owner: "a", Action: "x", RequestID: "3"}}
+	if err := s.AppendAuditBatch(ctx, &store.AuditAppendParams{Entries: es}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.QueryAudit(ctx, &store.AuditQueryParams{Principal: "a"})
+	if len(got) != 3 || got[0].RequestID != "3" || got[2].RequestID != "1" || got[0].Time.IsZero() {
+		t.Fatalf("batch: %+v", got)
+	}
+	bad := []store.AuditEntry{{Owner: "a", Action: "y"}, {Owner: "", Action: "y"}}
+	if err := s.AppendAuditBatch(ctx, &store.AuditAppendParams{Entries: bad}); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("invalid entry in a batch: %v", err)
+	}
+	if got, _ := s.QueryAudit(ctx, &store.AuditQueryParams{Principal: "a"}); len(got) != 3 {
+		t.Fatalf("a refused batch wrote %d entries", len(got)-3)
+	}
+}

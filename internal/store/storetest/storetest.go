@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"AuditQuery", testAuditQuery},
 		{"Disabled", testDisabled},
 		{"UserGroups", testUserGroups},
+		{"AuditBatch", testAuditBatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
