@@ -26,6 +26,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"gopkg.in/yaml.v3"
 
+	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
@@ -102,6 +103,11 @@ func newEnvConfig(t testing.TB, cfg Config, extra func(dir string, d *Deps, s **
 	var s *Server
 	if extra != nil {
 		extra(dir, &d, &s)
+	}
+	if d.Access == nil { // as the service wires it: started, so audit entries are written in batches
+		d.Access = access.New(access.Config{}, access.Deps{Store: d.Store, Keyring: d.Keyring, Network: d.Network, Log: d.Log})
+		d.Access.Start(ctx)
+		t.Cleanup(d.Access.Stop)
 	}
 	s = New(cfg, d)
 	hs := httptest.NewServer(s.Handler())

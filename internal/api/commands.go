@@ -193,6 +193,7 @@ func (s *Server) runMany(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	owner := principal(r).User
+	noteFanout(r, body.Systems)
 	stream := wantsNDJSON(r)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -80,12 +81,12 @@ func parseCredential(req putCredentialRequest) (plain []byte, pub ssh.PublicKey,
 		return nil, nil, badField("private_key", "cannot be re-encoded: unsupported key type")
 	}
 	if req.Certificate != "" {
-		cs, err := certSigner(signer, req.Certificate)
+		cs, err := access.CertSigner(signer, req.Certificate)
 		if err != nil {
 			return nil, nil, badField("certificate", "%v", err)
 		}
 		cert := cs.PublicKey().(*ssh.Certificate)
-		if err := certUsable(cert, time.Now()); err != nil {
+		if err := access.CertUsable(cert, time.Now()); err != nil {
 			return nil, nil, badField("certificate", "%v", err)
 		}
 		if len(cert.ValidPrincipals) > 0 && !slices.Contains(cert.ValidPrincipals, req.Username) {
@@ -97,69 +98,6 @@ func parseCredential(req putCredentialRequest) (plain []byte, pub ssh.PublicKey,
 
 // minRSABits is the smallest RSA user key accepted (OpenSSH refuses smaller ones too).
 const minRSABits = 2048
-
-// certUsable reports whether a user certificate is a user certificate valid at now.
-func certUsable(cert *ssh.Certificate, now time.Time) error {
-	if cert.CertType != ssh.UserCert {
-		return errors.New("is a host certificate, not a user certificate")
-	}
-	unix := uint64(now.Unix())
-	if cert.ValidBefore != ssh.CertTimeInfinity && unix >= cert.ValidBefore {
-		return fmt.Errorf("expired at %s", time.Unix(int64(cert.ValidBefore), 0).UTC().Format(time.RFC3339))
-	}
-	if unix < cert.ValidAfter {
-		return fmt.Errorf("is not valid before %s", time.Unix(int64(cert.ValidAfter), 0).UTC().Format(time.RFC3339))
-	}
-	return nil
-}
-
-// storedCertUsable checks a stored credential's certificate before it is used to dial, so an
-// expired one fails at once with a clear message instead of as an authentication failure.
-func storedCertUsable(line string, now time.Time) error {
-	if line == "" {
-		return nil
-	}
-	k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
-	if err != nil {
-		return fmt.Errorf("stored certificate: %w", err)
-	}
-	cert, ok := k.(*ssh.Certificate)
-	if !ok {
-		return errors.New("stored certificate is not a certificate")
-	}
-	if err := certUsable(cert, now); err != nil {
-		return &httpError{status: http.StatusBadGateway, detail: "the credential's SSH certificate " + err.Error() + ": PUT a new one to /v1/systems/{id}/credential"}
-	}
-	return nil
-}
-
-func certSigner(signer ssh.Signer, certLine string) (ssh.Signer, error) {
-	k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(certLine))
-	if err != nil {
-		return nil, errors.New("is not an OpenSSH certificate line")
-	}
-	cert, ok := k.(*ssh.Certificate)
-	if !ok {
-		return nil, errors.New("is a public key, not a certificate")
-	}
-	s, err := ssh.NewCertSigner(cert, signer)
-	if err != nil {
-		return nil, fmt.Errorf("does not match private_key: %w", err)
-	}
-	return s, nil
-}
-
-// signerFromSealed turns an opened credential back into a signer.
-func signerFromSealed(plain []byte, certificate string) (ssh.Signer, error) {
-	signer, err := ssh.ParsePrivateKey(plain)
-	if err != nil {
-		return nil, fmt.Errorf("parse stored key: %w", err)
-	}
-	if certificate != "" {
-		return certSigner(signer, certificate)
-	}
-	return signer, nil
-}
 
 func (s *Server) putCredential(w http.ResponseWriter, r *http.Request) error {
 	var req putCredentialRequest
@@ -186,7 +124,7 @@ func (s *Server) storeCredential(r *http.Request, owner, id string, req putCrede
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := s.deps.Keyring.Seal(plain, credentialAAD(owner, id, req.Username))
+	sealed, err := s.deps.Keyring.Seal(plain, access.CredentialAAD(owner, id, req.Username))
 	clear(plain)
 	if err != nil {
 		return nil, fmt.Errorf("seal credential: %w", err)
@@ -196,7 +134,7 @@ func (s *Server) storeCredential(r *http.Request, owner, id string, req putCrede
 	if err := s.deps.Store.PutCredential(r.Context(), cred); err != nil {
 		return nil, err
 	}
-	s.deps.Pool.Forget(poolSystem(owner, id))
+	s.deps.Pool.Forget(access.PoolSystem(owner, id))
 	s.audit(r, "credential.put", id, cred.Username+" "+cred.PublicKeyFingerprint)
 	return cred, nil
 }
@@ -224,7 +162,7 @@ func (s *Server) deleteCredential(w http.ResponseWriter, r *http.Request) error 
 	if err := s.deps.Store.DeleteCredential(r.Context(), p.User, id); err != nil {
 		return err
 	}
-	s.deps.Pool.Forget(poolSystem(p.User, id))
+	s.deps.Pool.Forget(access.PoolSystem(p.User, id))
 	s.audit(r, "credential.delete", id, "")
 	w.WriteHeader(http.StatusNoContent)
 	return nil

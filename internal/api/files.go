@@ -34,11 +34,11 @@ const defaultListLimit = 10_000
 // request); otherwise the connection's shared SFTP channel is borrowed. Idempotent calls are
 // retried once on a fresh connection if the connection died under them.
 func (s *Server) fsCall(r *http.Request, bulk, idempotent bool, fn func(fsys *files.FS) error) error {
-	owner := principal(r).User
-	t, sys, err := s.target(r.Context(), owner, r.PathValue("id"))
+	d, err := s.decide(r)
 	if err != nil {
 		return err
 	}
+	t, sys := d.Target, d.System
 	attempts := 1
 	if idempotent {
 		attempts = 2
@@ -59,7 +59,7 @@ func (s *Server) fsCall(r *http.Request, bulk, idempotent bool, fn func(fsys *fi
 			}
 			client, done = lease.Client, lease.Done
 		}
-		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0)})
+		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, Within: d.Within, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0)})
 		err = fn(fsys)
 		done(err)
 		if err == nil || !errors.Is(err, files.ErrConnection) || i+1 >= attempts {
@@ -520,6 +520,7 @@ type (
 func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 	op := r.PathValue("op")
 	var run func(ctx context.Context, fsys *files.FS) (map[string]any, error)
+	var paths []string // every path the operation touches, for the access decision
 	switch op {
 	case "mkdir":
 		var b mkdirBody
@@ -533,6 +534,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
 			return map[string]any{"path": b.Path}, fsys.Mkdir(ctx, p, b.Parents)
 		}
+		paths = []string{p}
 	case "move":
 		var b moveBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -545,6 +547,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
 			return map[string]any{"source": b.Source, "destination": b.Destination}, fsys.Move(ctx, src, dst, b.Overwrite)
 		}
+		paths = []string{src, dst}
 	case "copy":
 		var b copyBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -558,6 +561,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 			return map[string]any{"source": b.Source, "destination": b.Destination},
 				fsys.Copy(ctx, src, dst, files.CopyOptions{Recursive: b.Recursive, Overwrite: b.Overwrite, Dereference: b.Dereference})
 		}
+		paths = []string{src, dst}
 	case "chmod":
 		var b chmodBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -577,6 +581,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
 			return map[string]any{"path": b.Path, "mode": fmt.Sprintf("%04o", mode)}, fsys.Chmod(ctx, p, mode, b.Recursive)
 		}
+		paths = []string{p}
 	case "chown":
 		var b chownBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -592,6 +597,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
 			return map[string]any{"path": b.Path}, fsys.Chown(ctx, p, b.Owner, b.Group, b.Recursive)
 		}
+		paths = []string{p}
 	case "symlink":
 		var b symlinkBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -607,6 +613,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
 			return map[string]any{"target": b.Target, "link": b.Link}, fsys.Symlink(ctx, b.Target, link)
 		}
+		paths = []string{link}
 	case "compress":
 		var b compressBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -638,6 +645,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
 			return map[string]any{"archive": b.Archive, "format": b.Format}, fsys.Compress(ctx, srcs, archive, b.Format)
 		}
+		paths = append(srcs, archive)
 	case "extract":
 		var b extractBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -654,10 +662,12 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
 			return map[string]any{"archive": b.Archive, "destination": b.Destination}, fsys.Extract(ctx, archive, dst)
 		}
+		paths = []string{archive, dst}
 	default:
 		return errStatus(http.StatusNotFound, "unknown operation %q: use mkdir, move, copy, chmod, chown, symlink, compress or extract", op)
 	}
 	start := time.Now()
+	r = withOpPaths(r, paths)
 	return s.fsCall(r, false, false, func(fsys *files.FS) error {
 		out, err := run(r.Context(), fsys)
 		if err != nil {

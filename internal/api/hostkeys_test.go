@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"fmt"
+	"github.com/sshapi/sshapi/internal/access"
 	"net"
 	"os/exec"
 	"strconv"
@@ -251,7 +252,7 @@ func TestTOFUConcurrentFirstConnections(t *testing.T) {
 	keys := [2]ssh.PublicKey{e.srv.HostKeys[0], e.srv.HostKeys[2]}
 	for i := range 2 {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = e.api.learnHostKey("alice", "race2", keys[i]) }()
+		go func() { defer wg.Done(); errs[i] = e.api.access.LearnHostKey("alice", "race2", keys[i]) }()
 	}
 	wg.Wait()
 	if (errs[0] == nil) == (errs[1] == nil) {
@@ -277,7 +278,7 @@ func TestPatchNotLostToPin(t *testing.T) {
 	if r := e.do("alice", "POST", "/v1/systems", map[string]any{"id": "p", "host": e.srv.Host, "port": e.srv.Port, "trust_on_first_use": true}); r.status != 201 {
 		t.Fatal(string(r.body))
 	}
-	if err := e.api.learnHostKey("alice", "p", e.srv.HostKey); err != nil {
+	if err := e.api.access.LearnHostKey("alice", "p", e.srv.HostKey); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.do("alice", "PATCH", "/v1/systems/p", map[string]any{"description": "patched"}); r.status != 200 {
@@ -419,7 +420,7 @@ func TestCertificateExpiringAfterUpload(t *testing.T) {
 	if r := e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "true"}); r.status != 200 {
 		t.Fatalf("command before expiry: %d %s", r.status, r.body)
 	}
-	e.pool.Forget(poolSystem("alice", "hpc"))
+	e.pool.Forget(access.PoolSystem("alice", "hpc"))
 	for time.Now().Before(expiry.Add(time.Second)) { // the certificate's clock, in whole seconds
 		time.Sleep(100 * time.Millisecond)
 	}

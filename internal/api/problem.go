@@ -64,7 +64,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 	if p.Type == "" {
 		p.Type = "about:blank"
 	}
-	p.Instance = r.URL.Path
+	p.Instance = redactPath(r.URL.Path)
 	if p.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(p.retryAfter))
 	}

@@ -9,11 +9,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/store"
 )
-
-// maxJumpHops bounds a chain of jump hosts (a jump host may itself have one).
-const maxJumpHops = 4
 
 // The SSH algorithm names a system may ask for: what golang.org/x/crypto/ssh implements.
 var (
@@ -46,35 +44,15 @@ func checkAlgorithms(field string, names, known []string) error {
 	return nil
 }
 
-// checkRoute checks how sys will be reached: its jump host must be another of the owner's systems
-// without a cycle back to sys and at most maxJumpHops deep; a system reached directly must have
-// a host the network policy allows.
+// checkRoute checks how sys will be reached (jump chain, network policy); see
+// access.CheckRoute.
 func (s *Server) checkRoute(ctx context.Context, sys *store.System) error {
-	if sys.Jump == "" {
-		if err := s.deps.Network.CheckHost(sys.Host); err != nil {
-			return badField("host", "%v", err)
-		}
-		return nil
+	err := s.access.CheckRoute(ctx, sys)
+	var fe *access.FieldError
+	if errors.As(err, &fe) {
+		return badField(fe.Field, "%s", fe.Message)
 	}
-	seen := []string{sys.ID}
-	for id := sys.Jump; id != ""; {
-		if slices.Contains(seen, id) {
-			return badField("jump", "%q would make a loop of jump hosts (%s)", sys.Jump, strings.Join(append(seen, id), " -> "))
-		}
-		if len(seen) > maxJumpHops {
-			return badField("jump", "a chain of more than %d jump hosts is not supported", maxJumpHops)
-		}
-		j, err := s.deps.Store.GetSystem(ctx, sys.Owner, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return badField("jump", "no system %q for this user", id)
-		}
-		if err != nil {
-			return err
-		}
-		seen = append(seen, id)
-		id = j.Jump
-	}
-	return nil
+	return err
 }
 
 // checkNotJumpOfOthers refuses to delete a system that other systems reach theirs through.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/files"
@@ -54,6 +55,18 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/systems/{id}/commands", false, s.runCommandOn("id")},
 		{"POST", "/v1/commands", false, s.runMany},
 		{"GET", "/v1/audit", false, s.listAudit},
+		{"POST", "/v1/systems/{id}/grants", false, s.createGrant},
+		{"GET", "/v1/systems/{id}/grants", false, s.listGrants},
+		{"DELETE", "/v1/systems/{id}/grants/{grant_id}", false, s.deleteGrant},
+		{"POST", "/v1/systems/{id}/links", false, s.createLink},
+		{"GET", "/v1/systems/{id}/links", false, s.listLinks},
+		{"DELETE", "/v1/systems/{id}/links/{link_id}", false, s.deleteLink},
+		{"GET", "/v1/links/{token}", true, s.linkRoute(access.Read, s.getContent)},
+		{"PUT", "/v1/links/{token}", true, s.linkRoute(access.Write, s.putContent)},
+		{"GET", "/v1/admin/audit", false, s.adminAudit},
+		{"GET", "/v1/admin/systems", false, s.adminSystems},
+		{"PUT", "/v1/admin/users/{user}/disabled", false, s.adminDisable},
+		{"PUT", "/v1/admin/users/{user}/systems/{system}/disabled", false, s.adminDisable},
 
 		{"GET", "/v1/systems/{id}/ls/{path...}", false, s.listFiles},
 		{"GET", "/v1/systems/{id}/stat/{path...}", false, s.statFile},
@@ -92,7 +105,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(rt.method+" "+rt.pattern, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, Problem{Status: http.StatusNotFound, Detail: "no such route: " + r.Method + " " + r.URL.Path + " (see /openapi.json)"})
+		writeProblem(w, r, Problem{Status: http.StatusNotFound, Detail: "no such route: " + r.Method + " " + redactPath(r.URL.Path) + " (see /openapi.json)"})
 	})
 	return s.recoverer(normalizePath(wildcardPrefixes(rts), mux))
 }
@@ -210,6 +223,16 @@ func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		reqID := requestID(r)
+		sw.Header().Set("X-Request-Id", reqID)
+		note := &auditNote{}
+		r = r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, note))
+		if r.Body != nil {
+			r.Body = countingBody{ReadCloser: r.Body, n: &note.bytesIn}
+		}
+		if audited(rt) {
+			defer func() { s.writeAudit(rt, r, note, sw.status, sw.written, reqID) }()
+		}
 		if !rt.public {
 			p, err := s.authenticate(r)
 			if err != nil {
@@ -219,6 +242,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+			s.access.Remember(r.Context(), p)
 		}
 		if strings.HasSuffix(rt.pattern, "{path...}") && strings.ContainsRune(r.PathValue("path"), 0) {
 			writeProblem(sw, r, s.problemFor(r, badField("path", "must not contain NUL bytes")))
@@ -241,7 +265,7 @@ func (s *Server) wrap(rt route) http.Handler {
 
 // streamsBody reports whether a route reads a large body itself (uploads); those are not capped.
 func (s *Server) streamsBody(rt route) bool {
-	return strings.HasPrefix(rt.pattern, "/v1/systems/{id}/content/") && rt.method != "GET"
+	return (strings.HasPrefix(rt.pattern, "/v1/systems/{id}/content/") || strings.HasPrefix(rt.pattern, "/v1/links/")) && rt.method != "GET"
 }
 
 func (s *Server) observe(rt route, r *http.Request, sw *statusWriter, start time.Time, user string) {
@@ -281,6 +305,9 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	var he *httpError
 	if errors.As(err, &he) {
 		return Problem{Status: he.status, Detail: he.detail, Errors: he.fields, retryAfter: he.retryAfter}
+	}
+	if p, ok := accessProblem(err); ok {
+		return p
 	}
 	switch {
 	case errors.Is(err, files.ErrOutsideRoot):
@@ -330,7 +357,7 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	case errors.Is(err, context.DeadlineExceeded):
 		return Problem{Status: http.StatusGatewayTimeout, Detail: err.Error()}
 	}
-	s.log.Error("internal error", "path", r.URL.Path, "err", err)
+	s.log.Error("internal error", "path", redactPath(r.URL.Path), "err", err)
 	return Problem{Status: http.StatusInternalServerError, Detail: "internal error; see the server log"}
 }
 
@@ -356,7 +383,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error("panic in handler", "path", r.URL.Path, "panic", fmt.Sprint(v))
+				s.log.Error("panic in handler", "path", redactPath(r.URL.Path), "panic", fmt.Sprint(v))
 				writeProblem(w, r, Problem{Status: http.StatusInternalServerError, Detail: "internal error; see the server log"})
 			}
 		}()
@@ -367,7 +394,8 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 // statusWriter records the status code written.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	written int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -381,7 +409,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.written += int64(n)
+	return n, err
 }
 
 // Flush lets streaming handlers push data through the wrapper.

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store"
@@ -150,7 +151,11 @@ func (s *Server) listSystems(w http.ResponseWriter, r *http.Request) error {
 	for i := range systems {
 		out = append(out, toSystemJSON(&systems[i]))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"systems": out})
+	shared, err := s.sharedSystems(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"systems": out, "shared": shared})
 	return nil
 }
 
@@ -200,7 +205,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.deps.Pool.Forget(poolSystem(sys.Owner, sys.ID))
+	s.deps.Pool.Forget(access.PoolSystem(sys.Owner, sys.ID))
 	s.audit(r, "system.update", sys.ID, "")
 	writeJSON(w, http.StatusOK, toSystemJSON(sys))
 	return nil
@@ -264,7 +269,7 @@ func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
 	if err := s.deps.Store.DeleteSystem(r.Context(), p.User, id); err != nil {
 		return err
 	}
-	s.deps.Pool.Forget(poolSystem(p.User, id))
+	s.deps.Pool.Forget(access.PoolSystem(p.User, id))
 	s.audit(r, "system.delete", id, "")
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -285,29 +290,3 @@ func (s *Server) audit(r *http.Request, action, system, detail string) {
 
 // fingerprint is the SHA256 fingerprint of k.
 func fingerprint(k ssh.PublicKey) string { return ssh.FingerprintSHA256(k) }
-
-// auditJSON is one audit log entry as the API shows it.
-type auditJSON struct {
-	Time     time.Time `json:"time"`
-	Action   string    `json:"action"`
-	SystemID string    `json:"system,omitempty"`
-	Detail   string    `json:"detail,omitempty"`
-}
-
-// listAudit shows the caller's own security-relevant actions, newest first.
-func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) error {
-	limit, err := queryInt(r, "limit", store.DefaultAuditLimit, 1, 1000)
-	if err != nil {
-		return err
-	}
-	entries, err := s.deps.Store.ListAudit(r.Context(), principal(r).User, limit)
-	if err != nil {
-		return err
-	}
-	out := make([]auditJSON, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, auditJSON{Time: e.Time, Action: e.Action, SystemID: e.SystemID, Detail: e.Detail})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": out})
-	return nil
-}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/store"
 	"github.com/sshapi/sshapi/internal/transfer"
 )
@@ -30,27 +31,10 @@ const (
 	sseKeepalive = 15 * time.Second
 )
 
-// TransferResolver returns the resolver the transfer engine uses to reach a user's systems when
-// a run starts, with the same credentials, host key policy and root directory as the API.
-func (s *Server) TransferResolver() transfer.Resolver { return transferResolver{s} }
-
-type transferResolver struct{ s *Server }
-
-// Resolve returns owner's system id; a system or credential that is gone wraps
-// transfer.ErrSystem.
-func (r transferResolver) Resolve(ctx context.Context, owner, id string) (transfer.System, error) {
-	t, sys, err := r.s.target(ctx, owner, id)
-	var he *httpError
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return transfer.System{}, fmt.Errorf("%w: system %q no longer exists", transfer.ErrSystem, id)
-	case errors.As(err, &he) && he.status < 500:
-		return transfer.System{}, fmt.Errorf("%w: %s", transfer.ErrSystem, he.detail)
-	case err != nil:
-		return transfer.System{}, err
-	}
-	return transfer.System{Target: t, RootDir: sys.RootDir}, nil
-}
+// TransferResolver returns the resolver the transfer engine uses to reach systems when a run
+// starts and before each round and range: access decides, with the same credentials, host key
+// policy, root directory and grants as the API.
+func (s *Server) TransferResolver() transfer.Resolver { return s.access.TransferResolver() }
 
 func (s *Server) transfers() (Transfers, error) {
 	if s.deps.Transfers == nil {
@@ -87,18 +71,31 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) error {
 	if err := req.Validate(time.Now()); err != nil {
 		return transferErr("", err)
 	}
-	owner := principal(r).User
-	for _, ep := range []struct{ role, id string }{{"source", req.Source.System}, {"destination", req.Destination.System}} {
-		_, _, err := s.target(r.Context(), owner, ep.id)
-		var he *httpError
+	p := principal(r)
+	owner := p.User
+	for _, ep := range []struct {
+		role  string
+		ep    transfer.Endpoint
+		level access.Level
+	}{{"source", req.Source, access.Read}, {"destination", req.Destination, access.Write}} {
+		d, err := s.access.Resolve(r.Context(), access.Request{Caller: p, System: ep.ep.System, Level: ep.level, Paths: []string{ep.ep.Path}})
+		noteRefusal(r.Context(), p.User, ep.ep.System, err, ep.ep.Path)
+		var ae *access.Error
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return errStatus(http.StatusNotFound, "%s system %q not found for this user", ep.role, ep.id)
-		case errors.As(err, &he):
-			he.detail = ep.role + " " + he.detail
-			return he
+			return errStatus(http.StatusNotFound, "%s system %q not found for this user", ep.role, ep.ep.System)
+		case errors.As(err, &ae):
+			pr, _ := accessProblem(err)
+			return errStatus(pr.Status, "%s %s", ep.role, ae.Detail)
 		case err != nil:
 			return err
+		}
+		// The audit names the shared endpoint if there is one, so its owner sees the transfer.
+		if n := noteOf(r); n != nil && (n.system == "" || d.Owner != owner) {
+			n.systemOwner, n.system = d.Owner, d.SystemID
+		}
+		if n := noteOf(r); n != nil {
+			n.paths = append(n.paths, ep.ep.Path)
 		}
 	}
 	t, created, err := tr.Submit(r.Context(), owner, req)

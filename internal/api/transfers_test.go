@@ -32,9 +32,7 @@ func newTransferEnv(t *testing.T) (*env, *transfer.Engine) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resolve := transfer.ResolverFunc(func(ctx context.Context, owner, system string) (transfer.System, error) {
-			return (*s).TransferResolver().Resolve(ctx, owner, system)
-		})
+		resolve := lateResolver{s}
 		eng, err = transfer.New(transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond},
 			transfer.Deps{DB: tdb, Pool: d.Pool, Resolver: resolve, Log: d.Log})
 		if err != nil {
@@ -366,4 +364,16 @@ func TestTransferCancelOverAPI(t *testing.T) {
 	if m := e.waitTransfer("alice", id, 5*time.Second); m["status"] != "canceled" || m["finished_at"] == nil {
 		t.Fatalf("after cancel %v", m)
 	}
+}
+
+// lateResolver reaches the server's access layer once the server exists (the engine is built
+// first), path-aware like the service's wiring.
+type lateResolver struct{ s **Server }
+
+func (l lateResolver) Resolve(ctx context.Context, owner, system string) (transfer.System, error) {
+	return (*l.s).TransferResolver().Resolve(ctx, owner, system)
+}
+
+func (l lateResolver) ResolveEndpoint(ctx context.Context, owner string, ep transfer.Endpoint, write bool) (transfer.System, error) {
+	return (*l.s).TransferResolver().(transfer.EndpointResolver).ResolveEndpoint(ctx, owner, ep, write)
 }

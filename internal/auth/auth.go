@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,10 @@ const maxKidLen = 256
 type Principal struct {
 	// User is the token's subject (sub claim).
 	User string
+	// Groups are the values of the groups claim (Config.GroupsClaim), for group grants.
+	Groups []string
+	// Operator is set for the users and group members the configuration names operators.
+	Operator bool
 }
 
 type principalKey struct{}
@@ -106,6 +111,13 @@ type Config struct {
 	// Log receives why tokens are refused (debug) and key set refresh
 	// failures (warn); nil discards.
 	Log *slog.Logger
+	// GroupsClaim names the claim listing the caller's groups (a string or
+	// a list of strings); "" means "groups".
+	GroupsClaim string
+	// Operators are users (sub) who are operators; OperatorGroup, if set,
+	// makes every member of that group an operator too.
+	Operators     []string
+	OperatorGroup string
 }
 
 // Option adjusts the Config built by NewHS256Verifier.
@@ -121,6 +133,9 @@ func WithAudience(aud string) Option { return func(c *Config) { c.Audience = aud
 // with a JWKS source owns a refresh goroutine; Close stops it.
 type Verifier struct {
 	log     *slog.Logger
+	groups  string
+	ops     []string
+	opGroup string
 	secret  []byte
 	jwks    *jwks // nil without JWKSURL
 	parser  *jwt.Parser
@@ -156,7 +171,10 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 }
 
 func newVerifier(cfg Config, keys *jwks) (*Verifier, error) {
-	v := &Verifier{jwks: keys, log: cfg.Log}
+	v := &Verifier{jwks: keys, log: cfg.Log, groups: cfg.GroupsClaim, ops: cfg.Operators, opGroup: cfg.OperatorGroup}
+	if v.groups == "" {
+		v.groups = "groups"
+	}
 	if v.log == nil {
 		v.log = slog.New(slog.DiscardHandler)
 	}
@@ -213,23 +231,28 @@ func (v *Verifier) verify(ctx context.Context, token string) (Principal, *Error)
 	if token == "" {
 		return Principal{}, &Error{Public: "no token", Reason: "no token"}
 	}
-	claims := &jwt.RegisteredClaims{}
+	claims := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		return v.key(ctx, t)
 	})
 	if err != nil {
 		return Principal{}, refusal(err)
 	}
+	sub, serr := claims.GetSubject()
 	var why string
 	switch {
-	case claims.Subject == "":
+	case serr != nil:
+		why = "sub claim is not a string"
+	case sub == "":
 		why = "token has no sub claim"
-	case len(claims.Subject) > maxSubjectLen:
+	case len(sub) > maxSubjectLen:
 		why = fmt.Sprintf("sub claim longer than %d bytes", maxSubjectLen)
-	case strings.ContainsFunc(claims.Subject, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+	case strings.ContainsFunc(sub, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		why = "sub claim contains control characters"
 	default:
-		return Principal{User: claims.Subject}, nil
+		p := Principal{User: sub, Groups: groupsOf(claims[v.groups])}
+		p.Operator = slices.Contains(v.ops, sub) || (v.opGroup != "" && slices.Contains(p.Groups, v.opGroup))
+		return p, nil
 	}
 	return Principal{}, &Error{Public: why, Reason: why} // about the token only
 }
@@ -280,6 +303,45 @@ func refusal(err error) *Error {
 		// contents.
 		return &Error{Public: invalidToken, Reason: err.Error()}
 	}
+}
+
+// maxGroups bounds the groups taken from one token; maxGroupLen one group's name.
+const (
+	maxGroups   = 256
+	maxGroupLen = 256
+)
+
+// groupsOf reads a groups claim: a string or a list of strings; other values and overlong
+// names are ignored.
+func groupsOf(v any) []string {
+	var out []string
+	add := func(x any) {
+		if g, ok := x.(string); ok && g != "" && len(g) <= maxGroupLen && len(out) < maxGroups {
+			out = append(out, g)
+		}
+	}
+	switch t := v.(type) {
+	case string:
+		add(t)
+	case []any:
+		for _, x := range t {
+			add(x)
+		}
+	}
+	return out
+}
+
+// IssueHS256Groups is IssueHS256 with a "groups" claim.
+func IssueHS256Groups(secret []byte, user string, groups []string, ttl time.Duration, now time.Time) (string, error) {
+	if len(secret) < MinHS256SecretSize || user == "" || ttl <= 0 {
+		return IssueHS256(secret, user, ttl, now)
+	}
+	claims := jwt.MapClaims{"sub": user, "iat": now.Unix(), "exp": now.Add(ttl).Unix(), "groups": groups}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+	if err != nil {
+		return "", fmt.Errorf("auth: sign token: %w", err)
+	}
+	return s, nil
 }
 
 // IssueHS256 returns an HS256 token for user, issued at now and expiring

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestVerifyHS256(t *testing.T) {
 				return
 			}
 			checkRefusal(t, err, tt.wantErr)
-			if p != (Principal{}) {
+			if p.User != "" || p.Groups != nil || p.Operator {
 				t.Fatalf("Verify returned principal %+v with an error", p)
 			}
 			if parts := strings.Split(tt.token, "."); len(parts) == 3 && len(parts[1]) > 8 && strings.Contains(err.(*Error).Reason, parts[1]) {
@@ -215,5 +216,49 @@ func TestPrincipalContext(t *testing.T) {
 	p, ok := FromContext(ctx)
 	if !ok || p.User != "alice" {
 		t.Fatalf("FromContext = %+v, %v", p, ok)
+	}
+}
+
+// TestGroupsAndOperators: the groups claim (configurable name, a string or a list) becomes
+// Principal.Groups; operators are named users or members of the operator group.
+func TestGroupsAndOperators(t *testing.T) {
+	secret := []byte(strings.Repeat("s", 32))
+	now := time.Now()
+	tests := []struct {
+		name       string
+		cfg        Config
+		claims     jwt.MapClaims
+		wantGroups []string
+		wantOp     bool
+	}{
+		{"default claim list", Config{}, jwt.MapClaims{"groups": []any{"proj42", "lab"}}, []string{"proj42", "lab"}, false},
+		{"default claim string", Config{}, jwt.MapClaims{"groups": "proj42"}, []string{"proj42"}, false},
+		{"custom claim", Config{GroupsClaim: "roles"}, jwt.MapClaims{"roles": []any{"x"}, "groups": []any{"y"}}, []string{"x"}, false},
+		{"junk values ignored", Config{}, jwt.MapClaims{"groups": []any{1, "ok", nil}}, []string{"ok"}, false},
+		{"operator user", Config{Operators: []string{"alice"}}, jwt.MapClaims{}, nil, true},
+		{"operator group", Config{OperatorGroup: "ops"}, jwt.MapClaims{"groups": []any{"ops"}}, []string{"ops"}, true},
+		{"not an operator", Config{Operators: []string{"carol"}, OperatorGroup: "ops"}, jwt.MapClaims{"groups": []any{"lab"}}, []string{"lab"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.HS256Secret = secret
+			v, err := New(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := jwt.MapClaims{"sub": "alice", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+			for k, x := range tt.claims {
+				c[k] = x
+			}
+			tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
+			p, err := v.Verify(t.Context(), tok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(p.Groups) != fmt.Sprint(tt.wantGroups) || p.Operator != tt.wantOp {
+				t.Fatalf("principal %+v, want groups %v operator %v", p, tt.wantGroups, tt.wantOp)
+			}
+		})
 	}
 }

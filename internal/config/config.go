@@ -15,6 +15,7 @@ import (
 	"github.com/caarlos0/env/v11"
 	"gopkg.in/yaml.v3"
 
+	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/api"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
@@ -39,6 +40,8 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" env:"SHUTDOWN_TIMEOUT"`
 	// Auth configures accepted bearer tokens beyond the data dir's dev HS256 secret.
 	Auth Auth `yaml:"auth" envPrefix:"AUTH_"`
+	// Sharing configures links and the audit (grants, links, provenance).
+	Sharing access.Config `yaml:"sharing" envPrefix:"SHARING_"`
 	// HTTP tunes the API layer.
 	HTTP api.Config `yaml:"http" envPrefix:"HTTP_"`
 	// Pool tunes the SSH connection pool.
@@ -68,6 +71,13 @@ type Auth struct {
 	// EnableDevSecret keeps accepting data-dir HS256 tokens alongside JWKSURL (off by default
 	// once JWKSURL is set).
 	EnableDevSecret bool `yaml:"enable_dev_secret" env:"ENABLE_DEV_SECRET"`
+	// GroupsClaim names the token claim listing the caller's groups, for group grants
+	// (default "groups").
+	GroupsClaim string `yaml:"groups_claim" env:"GROUPS_CLAIM"`
+	// Operators are users (token subjects) who may use /v1/admin; OperatorGroup, if set, makes
+	// every member of that group (in GroupsClaim) an operator too.
+	Operators     []string `yaml:"operators" env:"OPERATORS" envSeparator:","`
+	OperatorGroup string   `yaml:"operator_group" env:"OPERATOR_GROUP"`
 	// JWKSRefresh is how often the key set is fetched again in the background.
 	JWKSRefresh time.Duration `yaml:"jwks_refresh" env:"JWKS_REFRESH"`
 	// JWKSMinRefresh is the shortest time between two fetches; tokens naming an unknown key id

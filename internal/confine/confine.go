@@ -258,3 +258,22 @@ func (r *Root) follow(ctx context.Context, c Client, abs string, hops *int) (str
 func Within(dir, p string) bool {
 	return dir == "/" || p == dir || strings.HasPrefix(p, dir+"/")
 }
+
+// Narrow returns a Root for dir, a further root inside r (a grant's or a link's path): dir must
+// lie below r as written and as the server resolves it, so a path inside the returned Root is
+// inside r too. dir need not exist yet (a link to a file to be uploaded).
+func (r *Root) Narrow(ctx context.Context, c Client, dir string) (*Root, error) {
+	abs, err := r.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	hops := 0
+	canon, err := r.canonical(ctx, c, abs, true, &hops)
+	if err != nil {
+		return nil, err
+	}
+	if r.lex != "" && !Within(r.canon, canon) {
+		return nil, fmt.Errorf("%s resolves to %s: %w", abs, canon, ErrOutside)
+	}
+	return &Root{home: r.home, lex: abs, canon: canon, dirs: map[string]string{}}, nil
+}

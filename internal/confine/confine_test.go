@@ -133,3 +133,64 @@ func TestCheck(t *testing.T) {
 
 // errAny marks a case that must be refused for any reason.
 var errAny = errors.New("any error")
+
+// TestNarrow: a further root (a grant's path) must lie inside the root, symlinks followed, and
+// a path inside it is judged against it.
+func TestNarrow(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	conn, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c, err := sftp.NewClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	dir := srv.MkTemp(t)
+	root := filepath.Join(dir, "root")
+	for _, d := range []string{root + "/shared", root + "/secret", dir + "/outside"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = os.Symlink(dir+"/outside", root+"/away")          // a link leaving the root
+	_ = os.Symlink(root+"/secret", root+"/shared/escape") // inside the root, outside the grant
+	if out, err := exec.Command("chown", "-R", srv.User+":", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	ctx := context.Background()
+	r, err := New(ctx, c, srv.Home, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		dir  string
+		want error
+	}{
+		{root + "/shared", nil},
+		{root + "/shared/new-file", nil}, // a link to a file not uploaded yet
+		{root + "/away", ErrOutside},     // resolves outside the root
+		{dir + "/outside", ErrOutside},   // outside as written
+	}
+	for _, tt := range tests {
+		_, err := r.Narrow(ctx, c, tt.dir)
+		if !errors.Is(err, tt.want) {
+			t.Errorf("Narrow(%s) = %v, want %v", tt.dir, err, tt.want)
+		}
+	}
+	g, err := r.Narrow(ctx, c, root+"/shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Check(ctx, c, root+"/shared/escape/x", true); !errors.Is(err, ErrOutside) {
+		t.Errorf("symlink out of the narrowed root: %v", err)
+	}
+	if _, err := g.Abs(root + "/secret"); !errors.Is(err, ErrOutside) {
+		t.Errorf("sibling of the narrowed root: %v", err)
+	}
+	if err := g.Check(ctx, c, root+"/shared/sub/x", false); err != nil {
+		t.Errorf("inside the narrowed root: %v", err)
+	}
+}

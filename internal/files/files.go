@@ -41,6 +41,9 @@ type Options struct {
 	// RootDir confines every path to this directory tree, symlinks included. Empty means no
 	// confinement.
 	RootDir string
+	// Within, if set, is a further root inside RootDir (a grant's or a link's path): every path
+	// must stay below both.
+	Within string
 	// StreamDirBytes: a directory the server reports as larger than this (in bytes of
 	// directory, not of content) is listed batch by batch over a channel of its own, when the
 	// Runner implements Channels; a smaller one with one READDIR sequence on the shared
@@ -109,6 +112,11 @@ func (f *FS) confinement(ctx context.Context) (*confine.Root, error) {
 	rt, err = confine.New(ctx, f.c, h, f.opts.RootDir)
 	if err != nil {
 		return nil, wrap("resolve root", f.opts.RootDir, err)
+	}
+	if f.opts.Within != "" {
+		if rt, err = rt.Narrow(ctx, f.c, f.opts.Within); err != nil {
+			return nil, wrap("resolve root", f.opts.Within, err)
+		}
 	}
 	f.mu.Lock()
 	f.root = rt

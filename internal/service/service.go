@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/api"
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/config"
@@ -50,6 +51,7 @@ type Service struct {
 	tdb      transfer.Persistence
 	engine   *transfer.Engine
 	api      *api.Server
+	access   *access.Resolver
 	http     *http.Server
 	ln       net.Listener
 	served   chan error
@@ -84,7 +86,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	}
 	authCfg := auth.Config{JWKSURL: cfg.Auth.JWKSURL, Issuer: cfg.Auth.Issuer, Audience: cfg.Auth.Audience,
 		JWKSRefresh: cfg.Auth.JWKSRefresh, JWKSMinRefresh: cfg.Auth.JWKSMinRefresh, JWKSFetchTimeout: cfg.Auth.JWKSFetchTimeout,
-		Log: log.With("component", "auth")}
+		Log: log.With("component", "auth"), GroupsClaim: cfg.Auth.GroupsClaim, Operators: cfg.Auth.Operators, OperatorGroup: cfg.Auth.OperatorGroup}
 	if cfg.Auth.DevSecretEnabled() {
 		if authCfg.HS256Secret, err = TokenSecret(cfg); err != nil {
 			return nil, fmt.Errorf("dev JWT secret: %w", err)
@@ -109,12 +111,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		return nil, err
 	}
 	pool := sshpool.New(cfg.Pool, log.With("component", "sshpool"), reg, sshpool.WithNetworkPolicy(network))
-	var srv *api.Server // the engine reaches systems through the API's credentials and host key policy
+	// The API and the transfer engine reach systems through one access layer: credentials, host
+	// key policy, root_dir, grants and links.
+	acc := access.New(cfg.Sharing, access.Deps{Store: db, Keyring: keyring, Network: network, Log: log.With("component", "access")})
 	engine, err := transfer.New(cfg.Transfer, transfer.Deps{
 		DB: tdb, Pool: pool, Log: log.With("component", "transfer"), Registerer: reg,
-		Resolver: transfer.ResolverFunc(func(ctx context.Context, owner, system string) (transfer.System, error) {
-			return srv.TransferResolver().Resolve(ctx, owner, system)
-		}),
+		Resolver: acc.TransferResolver(),
 	})
 	if err != nil {
 		tdb.Close()
@@ -122,11 +124,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		verifier.Close()
 		return nil, fmt.Errorf("transfer engine: %w", err)
 	}
-	srv = api.New(cfg.HTTP, api.Deps{
-		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine,
+	srv := api.New(cfg.HTTP, api.Deps{
+		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine, Access: acc,
 		Log: log.With("component", "api"), Registry: reg, Version: Version, Network: network,
 	})
-	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, served: make(chan error, 1)}, nil
+	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, access: acc, served: make(chan error, 1)}, nil
 }
 
 // Start listens on the configured address and serves in the background.
@@ -137,6 +139,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.engine.Start(ctx); err != nil {
 		return fmt.Errorf("transfer engine: %w", err)
 	}
+	s.access.Start(ctx) // audit retention
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -175,6 +178,7 @@ func (s *Service) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("http serve: %w", err))
 		}
 	}
+	s.access.Stop()
 	if err := s.engine.Stop(ctx); err != nil { // running transfers save progress and re-queue
 		errs = append(errs, fmt.Errorf("transfer engine: %w", err))
 	}

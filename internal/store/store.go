@@ -99,6 +99,19 @@ type AuditEntry struct {
 	SystemID string
 	// Detail is free, non-secret context.
 	Detail string
+	// Seq orders entries; set by the store.
+	Seq int64
+	// SystemOwner is the owner whose system was acted on (the acting-as owner of a grantee or
+	// a link); empty means Owner.
+	SystemOwner string
+	// Paths are the remote paths involved, if any.
+	Paths []string
+	// Status is the HTTP status (or 0 for actions without one).
+	Status int
+	// Bytes is how much data the action moved.
+	Bytes int64
+	// RequestID and LinkID tie the entry to a request and a link.
+	RequestID, LinkID string
 }
 
 // Store persists systems, credentials and the audit log. Implementations are
@@ -144,6 +157,8 @@ type Store interface {
 	// ListAudit returns up to limit of the owner's entries, newest first
 	// (ties broken by insertion order). limit <= 0 means DefaultAuditLimit.
 	ListAudit(ctx context.Context, owner string, limit int) ([]AuditEntry, error)
+	// AccessStore holds grants, links, the provenance audit and operator switches.
+	AccessStore
 	// Ping checks that the database is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the database.

@@ -41,6 +41,16 @@ func (r *run) setupRoots(ctx context.Context, sc, dc *sftp.Client) error {
 	if r.dstRoot, err = confine.New(ctx, dc, dstHome, r.dst.RootDir); err != nil {
 		return fmt.Errorf("destination: %w", err)
 	}
+	if r.src.Within != "" {
+		if r.srcRoot, err = r.srcRoot.Narrow(ctx, sc, r.src.Within); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+	}
+	if r.dst.Within != "" {
+		if r.dstRoot, err = r.dstRoot.Narrow(ctx, dc, r.dst.Within); err != nil {
+			return fmt.Errorf("destination: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -30,6 +30,18 @@ type System struct {
 	Target sshpool.Target
 	// RootDir, if set, confines the transfer's paths on this system.
 	RootDir string
+	// Within, if set, is a further root inside RootDir (the grant the caller acts under).
+	Within string
+	// Recheck, if set, is asked before every round and every range whether the caller may
+	// still use this endpoint (a revoked grant stops a running transfer); an error wrapping
+	// ErrSystem fails the transfer.
+	Recheck func(ctx context.Context) error
+}
+
+// EndpointResolver is a Resolver that also judges the caller's access to an endpoint's path
+// (write for a destination); the engine prefers it when the Resolver implements it.
+type EndpointResolver interface {
+	ResolveEndpoint(ctx context.Context, owner string, ep Endpoint, write bool) (System, error)
 }
 
 // Resolver finds a user's system when a run starts (credentials may have changed since the

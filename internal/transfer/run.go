@@ -342,10 +342,10 @@ func (r *run) execute(ctx context.Context) error {
 // yet, loads the items and finished ranges, and chooses the number of streams.
 func (r *run) setup(ctx context.Context) error {
 	var err error
-	if r.src, err = r.e.resolver.Resolve(ctx, r.t.Owner, r.t.Source.System); err != nil {
+	if r.src, err = r.e.resolve(ctx, r.t.Owner, r.t.Source, false); err != nil {
 		return fmt.Errorf("source system %q: %w", r.t.Source.System, err)
 	}
-	if r.dst, err = r.e.resolver.Resolve(ctx, r.t.Owner, r.t.Destination.System); err != nil {
+	if r.dst, err = r.e.resolve(ctx, r.t.Owner, r.t.Destination, true); err != nil {
 		return fmt.Errorf("destination system %q: %w", r.t.Destination.System, err)
 	}
 	r.srcR = runner{pool: r.e.pool, t: r.src.Target}
@@ -558,6 +558,9 @@ func walk(ctx context.Context, sc *sftp.Client, srcRoot, dstRoot string) ([]Item
 // round tries every pending item once: directories, symlinks, the sync check, then the files.
 // Every item is first checked against both systems' root directories.
 func (r *run) round(ctx context.Context, pending []*Item) error {
+	if err := r.recheck(ctx); err != nil {
+		return err
+	}
 	for _, s := range r.streams {
 		s.revive()
 	}
@@ -1352,6 +1355,9 @@ func (r *run) resetItem(ctx context.Context, it *Item) error {
 
 // doRange copies range idx of it over stream s and records it.
 func (r *run) doRange(ctx context.Context, s *stream, it *Item, idx int) error {
+	if err := r.recheck(ctx); err != nil {
+		return err
+	}
 	sf, df, err := s.files(ctx, it, tempName(it.Destination, r.t.ID))
 	if err != nil {
 		s.fail(err)
@@ -1452,4 +1458,32 @@ func (r *run) cleanup(ctx context.Context) {
 	if err := r.save(ctx, staged); err != nil {
 		r.e.log.Warn("transfer: saving items after cleanup", "id", r.t.ID, "err", err)
 	}
+}
+
+// resolve finds one endpoint's system, judging the owner's access to its path when the
+// resolver can (write for the destination).
+func (e *Engine) resolve(ctx context.Context, owner string, ep Endpoint, write bool) (System, error) {
+	if er, ok := e.resolver.(EndpointResolver); ok {
+		return er.ResolveEndpoint(ctx, owner, ep, write)
+	}
+	return e.resolver.Resolve(ctx, owner, ep.System)
+}
+
+// recheck asks both endpoints whether the owner may still use them (before every round and
+// every range); a refusal (ErrSystem) ends the run with it as the cause, so the transfer fails
+// at once instead of being retried.
+func (r *run) recheck(ctx context.Context) error {
+	for _, sys := range []System{r.src, r.dst} {
+		if sys.Recheck == nil {
+			continue
+		}
+		if err := sys.Recheck(ctx); err != nil {
+			if errors.Is(err, ErrSystem) {
+				err = permanent(fmt.Errorf("access revoked: %w", err))
+				r.cancel(err)
+			}
+			return err
+		}
+	}
+	return nil
 }

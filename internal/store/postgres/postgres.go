@@ -290,15 +290,36 @@ func (d *DB) DeleteCredential(ctx context.Context, owner, systemID string) error
 
 // AppendAudit implements store.Store.
 func (d *DB) AppendAudit(ctx context.Context, e store.AuditEntry) error {
-	if e.Owner == "" || e.Action == "" {
-		return fmt.Errorf("audit entry without owner or action: %w", store.ErrInvalid)
+	return d.AppendAuditBatch(ctx, &store.AuditAppendParams{Entries: []store.AuditEntry{e}})
+}
+
+// AppendAuditBatch implements store.AccessStore: one round trip, one transaction.
+func (d *DB) AppendAuditBatch(ctx context.Context, p *store.AuditAppendParams) error {
+	var b pgx.Batch
+	for _, e := range p.Entries {
+		if e.Owner == "" || e.Action == "" {
+			return fmt.Errorf("audit entry without owner or action: %w", store.ErrInvalid)
+		}
+		t := e.Time.UTC().Truncate(time.Microsecond)
+		if e.Time.IsZero() {
+			t = now()
+		}
+		b.Queue(`INSERT INTO audit_log (time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, t, e.Owner, e.Action, e.SystemID, e.Detail,
+			e.SystemOwner, nonNilStrings(e.Paths), e.Status, e.Bytes, e.RequestID, e.LinkID)
 	}
-	t := e.Time.UTC().Truncate(time.Microsecond)
-	if e.Time.IsZero() {
-		t = now()
+	if b.Len() == 0 {
+		return nil
 	}
-	if _, err := d.pool.Exec(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail)
-		VALUES ($1, $2, $3, $4, $5)`, t, e.Owner, e.Action, e.SystemID, e.Detail); err != nil {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: append audit: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("postgres: append audit: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("postgres: append audit: %w", err)
 	}
 	return nil

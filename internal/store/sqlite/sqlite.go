@@ -359,6 +359,15 @@ func (d *DB) DeleteCredential(ctx context.Context, owner, systemID string) error
 
 // AppendAudit implements store.Store.
 func (d *DB) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+	return appendAudit(ctx, d.db, e)
+}
+
+// execer is what *sql.DB and *sql.Tx have in common for writes.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func appendAudit(ctx context.Context, db execer, e store.AuditEntry) error {
 	if e.Owner == "" || e.Action == "" {
 		return fmt.Errorf("audit entry without owner or action: %w", store.ErrInvalid)
 	}
@@ -366,8 +375,13 @@ func (d *DB) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	if e.Time.IsZero() {
 		t = now()
 	}
-	_, err := d.db.ExecContext(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail)
-		VALUES (?, ?, ?, ?, ?)`, t.UnixMicro(), e.Owner, e.Action, e.SystemID, e.Detail)
+	paths, err := json.Marshal(nonNilStrings(e.Paths))
+	if err != nil {
+		return fmt.Errorf("sqlite: append audit: %w", err)
+	}
+	_, err = db.ExecContext(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.UnixMicro(), e.Owner, e.Action, e.SystemID, e.Detail,
+		e.SystemOwner, string(paths), e.Status, e.Bytes, e.RequestID, e.LinkID)
 	if err != nil {
 		return fmt.Errorf("sqlite: append audit: %w", err)
 	}

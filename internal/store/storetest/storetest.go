@@ -44,6 +44,12 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Audit", testAudit},
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Ping", testPing},
+		{"Grants", testGrants},
+		{"Links", testLinks},
+		{"AuditQuery", testAuditQuery},
+		{"Disabled", testDisabled},
+		{"UserGroups", testUserGroups},
+		{"AuditBatch", testAuditBatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

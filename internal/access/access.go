@@ -1,0 +1,146 @@
+// Package access decides who may do what on which system, and how. It turns "this principal
+// wants this access to these paths on this system" into a connection target (host, keys,
+// credential, host key policy, jump hosts) and the directories the work is confined to, or into
+// a refusal. Every HTTP route and the transfer engine ask it; grants (to users, groups and every
+// signed-in user) and links are decided here and nowhere else.
+//
+// A grantee acts through the owner's credential and inside the owner's root_dir: a grant's path
+// is a further confinement root, judged by package confine like root_dir itself.
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/netpolicy"
+	"github.com/sshapi/sshapi/internal/secret"
+	"github.com/sshapi/sshapi/internal/store"
+)
+
+// Errors wrapped by an *Error; the API maps them to statuses.
+var (
+	// ErrUnusable: the system cannot be reached as configured (no credential, a jump chain
+	// that is too long or broken, a host key policy that cannot apply). Retrying does not help.
+	ErrUnusable = errors.New("system unusable")
+	// ErrCertificate: the stored credential's SSH certificate is expired or not valid yet.
+	ErrCertificate = errors.New("credential certificate not usable")
+	// ErrDenied: the caller may see the system but not do this (a path outside its grants,
+	// write with a read grant, a command on a shared system).
+	ErrDenied = errors.New("access denied")
+	// ErrDisabled: an operator disabled the system or its owner.
+	ErrDisabled = errors.New("disabled by an operator")
+)
+
+// Error is a refusal with a message safe for the caller.
+type Error struct {
+	Kind   error
+	Detail string
+}
+
+func (e *Error) Error() string { return e.Detail }
+
+// Unwrap returns the kind.
+func (e *Error) Unwrap() error { return e.Kind }
+
+func refuse(kind error, format string, args ...any) error {
+	return &Error{Kind: kind, Detail: fmt.Sprintf(format, args...)}
+}
+
+// FieldError is a system definition refused because of one field.
+type FieldError struct {
+	Field, Message string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// Config tunes links and the audit.
+type Config struct {
+	// LinkDefaultTTL is a link's lifetime when expires_in_s is not given (default 7 days).
+	LinkDefaultTTL time.Duration `yaml:"link_default_ttl" env:"LINK_DEFAULT_TTL"`
+	// LinkMaxTTL caps a link's lifetime (default 30 days).
+	LinkMaxTTL time.Duration `yaml:"link_max_ttl" env:"LINK_MAX_TTL"`
+	// AuditRetention is how long audit entries are kept (default 90 days; negative keeps
+	// them forever).
+	AuditRetention time.Duration `yaml:"audit_retention" env:"AUDIT_RETENTION"`
+	// MaxGrantsPerSystem and MaxLinksPerSystem bound what one owner may create (default 1000).
+	MaxGrantsPerSystem int `yaml:"max_grants_per_system" env:"MAX_GRANTS_PER_SYSTEM"`
+	MaxLinksPerSystem  int `yaml:"max_links_per_system" env:"MAX_LINKS_PER_SYSTEM"`
+	// AuditQueue bounds the audit entries waiting for the batch writer (default 4096); when it
+	// is full a request writes its own entry.
+	AuditQueue int `yaml:"audit_queue" env:"AUDIT_QUEUE"`
+	// DisabledCacheTTL is how long an operator's switch may take to reach other instances
+	// (default 1s; this instance sees it at once).
+	DisabledCacheTTL time.Duration `yaml:"disabled_cache_ttl" env:"DISABLED_CACHE_TTL"`
+}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if c.LinkDefaultTTL <= 0 {
+		c.LinkDefaultTTL = 7 * 24 * time.Hour
+	}
+	if c.LinkMaxTTL <= 0 {
+		c.LinkMaxTTL = 30 * 24 * time.Hour
+	}
+	c.LinkDefaultTTL = min(c.LinkDefaultTTL, c.LinkMaxTTL)
+	if c.AuditRetention == 0 {
+		c.AuditRetention = 90 * 24 * time.Hour
+	}
+	if c.MaxGrantsPerSystem <= 0 {
+		c.MaxGrantsPerSystem = 1000
+	}
+	if c.MaxLinksPerSystem <= 0 {
+		c.MaxLinksPerSystem = 1000
+	}
+	if c.AuditQueue <= 0 {
+		c.AuditQueue = 4096
+	}
+	if c.DisabledCacheTTL <= 0 {
+		c.DisabledCacheTTL = time.Second
+	}
+	return c
+}
+
+// Deps are the resolver's collaborators.
+type Deps struct {
+	Store   store.Store
+	Keyring *secret.Keyring
+	// Network refuses system hosts the operator's network policy denies (nil: none).
+	Network *netpolicy.Policy
+	Log     *slog.Logger
+}
+
+// Resolver resolves access. It is safe for concurrent use.
+type Resolver struct {
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	targets sync.Map // targetKey -> sshpool.Target: parsed signers, so keys are decrypted once
+	groups  groupMemory
+
+	stop context.CancelFunc // audit retention (Start/Stop)
+	done chan struct{}
+
+	auditMu   sync.RWMutex
+	auditQ    chan auditItem // nil until Start
+	auditDone chan struct{}
+
+	disabled disabledCache
+}
+
+// New returns a Resolver.
+func New(cfg Config, d Deps) *Resolver {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Resolver{cfg: cfg.WithDefaults(), deps: d, log: d.Log}
+}
+
+// Config returns the resolver's configuration, defaults filled.
+func (r *Resolver) Config() Config { return r.cfg }
+
+// Store returns the store the resolver reads.
+func (r *Resolver) Store() store.Store { return r.deps.Store }

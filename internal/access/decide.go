@@ -1,0 +1,236 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/confine"
+	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/store"
+)
+
+// Level is the access an operation needs. Levels are ordered: Write includes Read.
+type Level int
+
+// The levels. Command is never granted: only the owner runs commands.
+const (
+	Read Level = iota + 1
+	Write
+	Command
+	// Manage is the owner's own business: the system's definition, credential, grants and
+	// links.
+	Manage
+)
+
+// ParseLevel reads a grant's or link's access ("read" or "write").
+func ParseLevel(s string) (Level, bool) {
+	switch s {
+	case "read":
+		return Read, true
+	case "write":
+		return Write, true
+	}
+	return 0, false
+}
+
+// Principals a grant may name.
+const (
+	// Authenticated is every signed-in user.
+	Authenticated = "authenticated"
+	userPrefix    = "user:"
+	groupPrefix   = "group:"
+)
+
+// Request is what a caller wants.
+type Request struct {
+	Caller auth.Principal
+	// System is the caller's own system id, or "{owner}:{id}" for someone else's (the owner
+	// URL-encoded; split at the last colon).
+	System string
+	Level  Level
+	// Paths are the remote paths involved, absolute or relative to the owner's home; on a
+	// shared system they must be absolute and inside one grant.
+	Paths []string
+}
+
+// Decision is how to carry out an allowed request.
+type Decision struct {
+	// Owner and SystemID name the system; the connection uses the owner's credential.
+	Owner, SystemID string
+	Target          sshpool.Target
+	System          *store.System
+	// Within is the grant's or link's path, a further confinement root inside the system's
+	// root_dir; "" for the owner.
+	Within string
+	// Grant or Link is what allowed a request that is not the owner's.
+	Grant *store.Grant
+	Link  *store.Link
+}
+
+// Shared reports whether the caller acts on someone else's system.
+func (d *Decision) Shared() bool { return d.Grant != nil || d.Link != nil }
+
+// ParseRef splits a system reference: "id" is the caller's own system; "owner:id" another
+// user's (owner URL-encoded, split at the last colon).
+func ParseRef(caller, ref string) (owner, id string, err error) {
+	i := strings.LastIndexByte(ref, ':')
+	if i < 0 {
+		return caller, ref, nil
+	}
+	owner, err = url.PathUnescape(ref[:i])
+	if err != nil || owner == "" || ref[i+1:] == "" {
+		return "", "", refuse(ErrInvalidRef, "system %q: a shared system is named {owner}:{id}, the owner URL-encoded", ref)
+	}
+	return owner, ref[i+1:], nil
+}
+
+// ErrInvalidRef: a malformed "{owner}:{id}".
+var ErrInvalidRef = errors.New("invalid system reference")
+
+// Ref is the name under which caller addresses owner's system id.
+func Ref(caller, owner, id string) string {
+	if owner == caller {
+		return id
+	}
+	return url.PathEscape(owner) + ":" + id
+}
+
+// principalsOf are the grant principals that match p.
+func principalsOf(p auth.Principal) []string {
+	out := []string{userPrefix + p.User, Authenticated}
+	for _, g := range p.Groups {
+		out = append(out, groupPrefix+g)
+	}
+	return out
+}
+
+// Resolve decides req: the owner may do anything on their system; anyone else needs an
+// unexpired grant matching them (as a user, a group member, or any signed-in user) that
+// covers every path with at least the level asked. A system the caller has no grant on is
+// store.ErrNotFound, as if it did not exist; a refusal on a system they can see is ErrDenied.
+func (r *Resolver) Resolve(ctx context.Context, req Request) (*Decision, error) {
+	owner, id, err := ParseRef(req.Caller.User, req.System)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkEnabled(ctx, req.Caller.User, owner, id); err != nil {
+		return nil, err
+	}
+	if owner == req.Caller.User {
+		t, sys, err := r.Target(ctx, owner, id)
+		if err != nil {
+			return nil, err
+		}
+		return &Decision{Owner: owner, SystemID: id, Target: t, System: sys}, nil
+	}
+	g, err := r.grantFor(ctx, req.Caller, owner, id, req.Level, req.Paths)
+	if err != nil {
+		return nil, err
+	}
+	t, sys, err := r.Target(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return &Decision{Owner: owner, SystemID: id, Target: t, System: sys, Within: g.Path, Grant: g}, nil
+}
+
+// grantFor finds the grant that allows the request.
+func (r *Resolver) grantFor(ctx context.Context, caller auth.Principal, owner, id string, level Level, paths []string) (*store.Grant, error) {
+	gs, err := r.deps.Store.ListGrants(ctx, &store.GrantListParams{Owner: owner, SystemID: id, Now: time.Now()})
+	if err != nil {
+		return nil, err
+	}
+	mine := principalsOf(caller)
+	var matching []store.Grant
+	for _, g := range gs {
+		for _, p := range mine {
+			if g.Principal == p {
+				matching = append(matching, g)
+				break
+			}
+		}
+	}
+	if len(matching) == 0 {
+		return nil, fmt.Errorf("system %q: %w", id, store.ErrNotFound)
+	}
+	if level > Write {
+		return nil, refuse(ErrDenied, "system %s:%s is shared with you for file access only: commands and its definition are the owner's", owner, id)
+	}
+	clean := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if !strings.HasPrefix(p, "/") {
+			return nil, refuse(ErrDenied, "on a shared system, paths must be absolute and inside a granted path (%s)", grantedPaths(matching))
+		}
+		clean = append(clean, path.Clean(p))
+	}
+	var readOnly bool
+	for i := range matching {
+		g := &matching[i]
+		if !covers(g.Path, clean) {
+			continue
+		}
+		if lv, _ := ParseLevel(g.Access); lv >= level {
+			return g, nil
+		}
+		readOnly = true
+	}
+	if readOnly {
+		return nil, refuse(ErrDenied, "your grant on %s:%s is read-only here", owner, id)
+	}
+	return nil, refuse(ErrDenied, "outside the paths shared with you on %s:%s (%s)", owner, id, grantedPaths(matching))
+}
+
+func covers(root string, paths []string) bool {
+	for _, p := range paths {
+		if !confine.Within(root, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func grantedPaths(gs []store.Grant) string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, g.Path+" "+g.Access)
+	}
+	return strings.Join(out, ", ")
+}
+
+// checkEnabled refuses a caller, owner or system an operator disabled.
+func (r *Resolver) checkEnabled(ctx context.Context, caller, owner, id string) error {
+	off, err := r.isDisabled(ctx, owner, id)
+	if err != nil {
+		return err
+	}
+	if !off && caller != "" && caller != owner {
+		if off, err = r.isDisabled(ctx, caller, ""); err != nil {
+			return err
+		}
+	}
+	if off {
+		return refuse(ErrDisabled, "system %q or its user is disabled by an operator", id)
+	}
+	return nil
+}
+
+// Shared lists the systems shared with the caller: each with its owner and the grants.
+func (r *Resolver) Shared(ctx context.Context, caller auth.Principal) ([]store.Grant, error) {
+	gs, err := r.deps.Store.ListGrants(ctx, &store.GrantListParams{Principals: principalsOf(caller), Now: time.Now()})
+	if err != nil {
+		return nil, err
+	}
+	out := gs[:0]
+	for _, g := range gs {
+		if g.Owner != caller.User {
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}

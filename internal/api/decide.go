@@ -1,0 +1,61 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/sshapi/sshapi/internal/access"
+	"github.com/sshapi/sshapi/internal/store"
+)
+
+type opPathsKey struct{}
+type linkDecisionKey struct{}
+
+// withOpPaths records the paths a file operation touches (from its body), for decide.
+func withOpPaths(r *http.Request, paths []string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), opPathsKey{}, paths))
+}
+
+// withLinkDecision makes a link route's decision the one file handlers use.
+func withLinkDecision(r *http.Request, d *access.Decision) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), linkDecisionKey{}, d))
+}
+
+// decide asks the access layer whether the caller may do what the request asks on the system
+// in its URL ("id" or "{owner}:{id}"): read for GET, write otherwise, on the URL's path or the
+// paths an operation's body names. A link route has decided already.
+func (s *Server) decide(r *http.Request) (*access.Decision, error) {
+	if d, ok := r.Context().Value(linkDecisionKey{}).(*access.Decision); ok {
+		s.noteAudit(r, d, urlPath(r))
+		return d, nil
+	}
+	level := access.Write
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		level = access.Read
+	}
+	paths, ok := r.Context().Value(opPathsKey{}).([]string)
+	if !ok {
+		paths = []string{urlPath(r)}
+	}
+	p := principal(r)
+	d, err := s.access.Resolve(r.Context(), access.Request{Caller: p, System: r.PathValue("id"), Level: level, Paths: paths})
+	if err != nil {
+		noteRefusal(r.Context(), p.User, r.PathValue("id"), err, paths...)
+		return nil, err
+	}
+	s.noteAudit(r, d, paths...)
+	return d, nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+
+// redactPath hides a link token in a path that is echoed (problem instance, logs): whoever
+// holds the URL knows it, but it is a secret nothing should repeat.
+func redactPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/v1/links/"); ok && rest != "" {
+		return "/v1/links/{token}"
+	}
+	return p
+}

@@ -1,0 +1,188 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sshapi/sshapi/internal/access"
+	"github.com/sshapi/sshapi/internal/store"
+)
+
+// auditNote collects what one request did; wrap writes it as the request's audit entry once
+// the response is done.
+type auditNote struct {
+	mu          sync.Mutex
+	systemOwner string
+	system      string
+	paths       []string
+	linkID      string
+	actor       string // "link:<id>" for requests made with a link
+	detail      string
+	fixed       bool // a fan-out: the entry names its systems in detail, not one system
+	bytesIn     atomic.Int64
+}
+
+type auditNoteKey struct{}
+
+func noteOf(r *http.Request) *auditNote {
+	n, _ := r.Context().Value(auditNoteKey{}).(*auditNote)
+	return n
+}
+
+// noteAudit records the system (by its owner) and paths a request acts on.
+func (s *Server) noteAudit(r *http.Request, d *access.Decision, paths ...string) {
+	noteDecision(r.Context(), d, paths...)
+}
+
+func noteDecision(ctx context.Context, d *access.Decision, paths ...string) {
+	n, _ := ctx.Value(auditNoteKey{}).(*auditNote)
+	if n == nil || d == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fixed {
+		return
+	}
+	n.systemOwner, n.system = d.Owner, d.SystemID
+	n.paths = append(n.paths, paths...)
+	if d.Link != nil {
+		n.linkID, n.actor = d.Link.ID, "link:"+d.Link.ID
+	}
+}
+
+// noteRefusal records a refused request on a system the caller can see (403): the owner sees
+// the attempt in their audit.
+func noteRefusal(ctx context.Context, caller, ref string, err error, paths ...string) {
+	if !errors.Is(err, access.ErrDenied) && !errors.Is(err, access.ErrDisabled) {
+		return
+	}
+	owner, id, perr := access.ParseRef(caller, ref)
+	if perr == nil {
+		noteDecision(ctx, &access.Decision{Owner: owner, SystemID: id}, paths...)
+	}
+}
+
+// selfAudited are routes that record their own, more specific audit entry.
+var selfAudited = map[string]bool{
+	"POST /v1/systems": true, "PATCH /v1/systems/{id}": true, "DELETE /v1/systems/{id}": true,
+	"PUT /v1/systems/{id}/credential": true, "DELETE /v1/systems/{id}/credential": true,
+	"POST /sshapi/v2/load": true, "POST /sshapi/v2": true,
+}
+
+// audited reports whether a route's requests are recorded: everything that acts on a system's
+// files, runs something or changes something; not listings of one's own objects or polling.
+func audited(rt route) bool {
+	switch {
+	case strings.HasPrefix(rt.pattern, "/v1/links/"):
+		return true
+	case rt.public:
+		return false
+	case strings.Contains(rt.pattern, "{path...}"), strings.HasPrefix(rt.pattern, "/v1/systems/{id}/ops/"):
+		return true
+	case rt.method == http.MethodGet:
+		return false
+	}
+	return !selfAudited[rt.method+" "+rt.pattern]
+}
+
+// operation names a route in the audit.
+func operation(rt route, r *http.Request) string {
+	switch {
+	case strings.HasPrefix(rt.pattern, "/v1/links/"):
+		if rt.method == http.MethodGet {
+			return "link.download"
+		}
+		return "link.upload"
+	case strings.HasPrefix(rt.pattern, "/v1/systems/{id}/content/"):
+		if rt.method == http.MethodGet {
+			return "files.download"
+		}
+		return "files.upload"
+	case strings.HasPrefix(rt.pattern, "/v1/systems/{id}/files/"):
+		return "files.delete"
+	case rt.pattern == "/v1/systems/{id}/ops/{op}":
+		return "files." + r.PathValue("op")
+	case strings.HasPrefix(rt.pattern, "/v1/systems/{id}/") && strings.HasSuffix(rt.pattern, "/{path...}"):
+		seg := strings.TrimSuffix(strings.TrimPrefix(rt.pattern, "/v1/systems/{id}/"), "/{path...}")
+		return "files." + seg
+	}
+	return rt.method + " " + rt.pattern
+}
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// requestID takes the caller's X-Request-Id if it is sane, or makes one.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); requestIDPattern.MatchString(id) {
+		return id
+	}
+	return strings.ToLower(rand.Text()[:20])
+}
+
+// countingBody counts the bytes a handler reads from the request body.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// writeAudit records the request's entry: who, acting as which owner, on what, with what
+// result and how many bytes. It never records query strings, headers or bodies.
+func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int, written int64, reqID string) {
+	n.mu.Lock()
+	e := store.AuditEntry{Owner: principal(r).User, Action: operation(rt, r), SystemID: n.system, SystemOwner: n.systemOwner,
+		Paths: n.paths, Status: status, RequestID: reqID, LinkID: n.linkID, Detail: n.detail}
+	if n.actor != "" {
+		e.Owner = n.actor
+	}
+	n.mu.Unlock()
+	if e.Owner == "" {
+		return // a link request refused before its link was known
+	}
+	if e.SystemID == "" && status == http.StatusNotFound {
+		return // no such system (or not visible to the caller): nothing was acted on
+	}
+	if e.SystemID == "" {
+		e.SystemID = r.PathValue("id")
+	}
+	if e.SystemOwner == "" {
+		e.SystemOwner = e.Owner
+	}
+	if r.Method == http.MethodGet {
+		e.Bytes = written
+	} else {
+		e.Bytes = n.bytesIn.Load()
+	}
+	s.access.Record(r.Context(), e)
+}
+
+// noteFanout records the systems of a request that acts on several (POST /v1/commands).
+func noteFanout(r *http.Request, systems []string) {
+	n := noteOf(r)
+	if n == nil {
+		return
+	}
+	d := "systems: " + strings.Join(systems, ", ")
+	if len(d) > maxAuditDetail {
+		d = d[:maxAuditDetail] + "…"
+	}
+	n.mu.Lock()
+	n.fixed, n.detail = true, d
+	n.mu.Unlock()
+}
+
+// maxAuditDetail bounds an entry's detail.
+const maxAuditDetail = 500
