@@ -215,7 +215,7 @@ func (f *sharingFixture) cellRequest(t *testing.T, p principalCase, op, kind, re
 		hdr = append(hdr, "Authorization", "Bearer "+p.token)
 		user = ""
 	case len(p.groups) > 0:
-		tok, err := auth.IssueHS256Groups(e.secret, p.user, p.groups, time.Hour, time.Now())
+		tok, err := auth.IssueHS256Groups(e.secret, p.user, "groups", p.groups, time.Hour, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

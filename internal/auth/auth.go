@@ -331,12 +331,22 @@ func groupsOf(v any) []string {
 	return out
 }
 
-// IssueHS256Groups is IssueHS256 with a "groups" claim.
-func IssueHS256Groups(secret []byte, user string, groups []string, ttl time.Duration, now time.Time) (string, error) {
-	if len(secret) < MinHS256SecretSize || user == "" || ttl <= 0 {
+// IssueHS256Groups is IssueHS256 with the caller's groups in the named claim (the service's
+// auth.groups_claim; "groups" when empty), for development tokens that exercise group grants.
+func IssueHS256Groups(secret []byte, user, claim string, groups []string, ttl time.Duration, now time.Time) (string, error) {
+	if len(groups) == 0 {
 		return IssueHS256(secret, user, ttl, now)
 	}
-	claims := jwt.MapClaims{"sub": user, "iat": now.Unix(), "exp": now.Add(ttl).Unix(), "groups": groups}
+	if len(secret) < MinHS256SecretSize || user == "" || ttl <= 0 {
+		return IssueHS256(secret, user, ttl, now) // the same validation errors
+	}
+	if claim == "" {
+		claim = "groups"
+	}
+	if claim == "sub" || claim == "iat" || claim == "exp" {
+		return "", fmt.Errorf("auth: groups claim %q would replace a registered claim", claim)
+	}
+	claims := jwt.MapClaims{"sub": user, "iat": now.Unix(), "exp": now.Add(ttl).Unix(), claim: groups}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
 	if err != nil {
 		return "", fmt.Errorf("auth: sign token: %w", err)

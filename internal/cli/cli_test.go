@@ -33,6 +33,17 @@ func TestCommands(t *testing.T) {
 				t.Errorf("token %q: %v %v", out, p, err)
 			}
 		}},
+		{"token carries groups for group grants", []string{"token", "--user", "bob", "--group", "proj42", "--group", "lab", "--data-dir", dir}, 0, func(t *testing.T, out string) {
+			sec, err := service.DevSecret(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _ := auth.NewHS256Verifier(sec)
+			p, err := v.Verify(t.Context(), strings.TrimSpace(out))
+			if err != nil || p.User != "bob" || strings.Join(p.Groups, ",") != "proj42,lab" {
+				t.Errorf("token %q: %+v %v", out, p, err)
+			}
+		}},
 		{"token needs a user", []string{"token", "--data-dir", dir}, 1, nil},
 		{"token must expire", []string{"token", "--user", "a", "--data-dir", dir, "--ttl", "0s"}, 1, nil},
 		{"unknown command", []string{"frobnicate"}, 1, nil},

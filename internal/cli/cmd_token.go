@@ -16,14 +16,15 @@ var errDevSecretOff = errors.New("the configuration does not accept data-dir HS2
 
 type tokenOptions struct {
 	globalOptions
-	user string
-	ttl  time.Duration
+	user   string
+	groups []string
+	ttl    time.Duration
 }
 
 func newTokenCmd() *cobra.Command {
 	var o tokenOptions
 	cmd := &cobra.Command{
-		Use:   "token --user NAME",
+		Use:   "token --user NAME [--group G]...",
 		Short: "Print a bearer JWT (HS256, signed with the data dir's secret) for development and admin use",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.user == "" {
@@ -43,7 +44,7 @@ func newTokenCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tok, err := auth.IssueHS256(sec, o.user, o.ttl, time.Now())
+			tok, err := auth.IssueHS256Groups(sec, o.user, cfg.Auth.GroupsClaim, o.groups, o.ttl, time.Now())
 			if err != nil {
 				return err
 			}
@@ -53,6 +54,7 @@ func newTokenCmd() *cobra.Command {
 	}
 	o.addFlags(cmd, false)
 	cmd.Flags().StringVar(&o.user, "user", "", "user name (the token's sub claim)")
+	cmd.Flags().StringSliceVar(&o.groups, "group", nil, "a group the user belongs to, in the auth.groups_claim claim (repeat for several), for group grants")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", time.Hour, "lifetime of the token")
 	return cmd
 }
