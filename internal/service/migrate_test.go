@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,9 @@ import (
 	"github.com/sshapi/sshapi/internal/pgtest"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshtest"
+	"github.com/sshapi/sshapi/internal/store"
+	"github.com/sshapi/sshapi/internal/store/postgres"
+	"github.com/sshapi/sshapi/internal/store/sqlite"
 )
 
 // inproc is a service started in this process, with a token for alice.
@@ -179,13 +183,23 @@ func TestMigrateSQLiteToPostgres(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	link := shareForMigration(t, p, dir)
 	audit := p.must("GET", "/v1/audit", nil)
 	p.stop()
+	want := switchesForMigration(t, filepath.Join(cfg.DataDir, DatabaseFile))
 
 	url := pgtest.New(t).NewDatabase(t)
 	rep, err := CopyDeployment(t.Context(), filepath.Join(cfg.DataDir, DatabaseFile), "", url)
 	if err != nil {
 		t.Fatal(err)
+	}
+	dst, err := postgres.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if got := readAccessState(t, dst); !reflect.DeepEqual(got, want) {
+		t.Fatalf("access state after the copy:\n got %+v\nwant %+v", got, want)
 	}
 	if rep.Systems != 1 || rep.Credentials != 1 || rep.Audit == 0 || rep.Transfers.Transfers != 1 || rep.Transfers.Items != 1 {
 		t.Fatalf("copied %+v", rep)
@@ -207,9 +221,144 @@ func TestMigrateSQLiteToPostgres(t *testing.T) {
 	var before, after struct {
 		Entries []json.RawMessage `json:"entries"`
 	}
+	// The link still opens by its token (its hashed secret came along) and counts on from 1.
+	if code, body := getURL(t, p.base+link); code != http.StatusOK || body != "hello" {
+		t.Fatalf("link after the copy: %d %q", code, body)
+	}
 	_ = json.Unmarshal([]byte(audit), &before)
 	_ = json.Unmarshal([]byte(p.must("GET", "/v1/audit", nil)), &after)
 	if len(before.Entries) == 0 || len(after.Entries) < len(before.Entries) {
 		t.Fatalf("audit: %d entries before, %d after the copy", len(before.Entries), len(after.Entries))
 	}
+	if l, err := dst.GetLink(t.Context(), &store.LinkGetParams{ID: want.Links[0].ID}); err != nil || l.Uses != 2 {
+		t.Fatalf("link uses after one more use: %+v %v, want 2", l, err)
+	}
+	newest, err := dst.QueryAudit(t.Context(), &store.AuditQueryParams{Limit: 1})
+	if last := want.Audit[len(want.Audit)-1].Seq; err != nil || len(newest) != 1 || newest[0].Seq <= last {
+		t.Fatalf("newest audit entry after the copy: %+v %v, want seq above %d", newest, err, last)
+	}
+}
+
+// shareForMigration grants dir to a group and makes a link (max 3 uses) to dir/small, used
+// once, through the API; it returns the link's path (/v1/links/TOKEN).
+func shareForMigration(t *testing.T, p *inproc, dir string) string {
+	t.Helper()
+	p.must("POST", "/v1/systems/hpc/commands", map[string]any{"command": "printf hello > " + dir + "/small"})
+	p.must("POST", "/v1/systems/hpc/grants", map[string]any{"principal": "group:physics", "path": dir, "access": "read",
+		"expires_at": time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339Nano)})
+	p.must("POST", "/v1/systems/hpc/grants", map[string]any{"principal": "user:bob", "path": dir, "access": "write"})
+	var l struct {
+		URL string `json:"url"`
+	}
+	_ = json.Unmarshal([]byte(p.must("POST", "/v1/systems/hpc/links", map[string]any{"path": dir + "/small", "access": "read", "max_uses": 3})), &l)
+	_, path, ok := strings.Cut(l.URL, p.base)
+	if !ok || !strings.HasPrefix(path, "/v1/links/") {
+		t.Fatalf("link url %q", l.URL)
+	}
+	if code, body := getURL(t, p.base+path); code != http.StatusOK || body != "hello" {
+		t.Fatalf("link %s: %d %q", path, code, body)
+	}
+	return path
+}
+
+// switchesForMigration adds, straight into the stopped instance's SQLite store, operator
+// switches, users' groups and an audit entry with every column set, and returns the whole
+// access state as the SQLite store reads it.
+func switchesForMigration(t *testing.T, file string) accessState {
+	t.Helper()
+	src, err := sqlite.Open(t.Context(), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	ctx := t.Context()
+	links, err := src.ListLinks(ctx, &store.LinkListParams{Owner: "alice", SystemID: "hpc"})
+	if err != nil || len(links) != 1 {
+		t.Fatalf("links: %+v %v", links, err)
+	}
+	for _, d := range []store.DisabledParams{{Owner: "mallory"}, {Owner: "bob", SystemID: "old"}} {
+		d.Disabled = true
+		if err := src.SetDisabled(ctx, &d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := src.PutUserGroups(ctx, &store.UserGroupsParams{User: "alice", Groups: []string{"physics", "chem"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.PutUserGroups(ctx, &store.UserGroupsParams{User: "bob", Groups: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	e := store.AuditEntry{Time: time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC), Owner: "bob", Action: "content.get", SystemID: "hpc",
+		Detail: "via link", SystemOwner: "alice", Paths: []string{"/a", "/b c"}, Status: 206, Bytes: 5, RequestID: "req-1", LinkID: links[0].ID}
+	if err := src.AppendAuditBatch(ctx, &store.AuditAppendParams{Entries: []store.AuditEntry{e}}); err != nil {
+		t.Fatal(err)
+	}
+	st := readAccessState(t, src)
+	if len(st.Grants) != 2 || st.Links[0].Uses != 1 || len(st.Audit) < 2 || st.Audit[len(st.Audit)-1].LinkID != links[0].ID {
+		t.Fatalf("SQLite state before the copy: %+v", st)
+	}
+	return st
+}
+
+// accessState is what the access layer keeps in the store.
+type accessState struct {
+	Grants   []store.Grant
+	Links    []store.Link
+	Disabled map[string]bool
+	Groups   map[string][]string
+	// Audit is oldest first.
+	Audit []store.AuditEntry
+}
+
+// readAccessState reads the access state through the store's own API.
+func readAccessState(t *testing.T, s store.Store) accessState {
+	t.Helper()
+	ctx := t.Context()
+	var st accessState
+	var err error
+	if st.Grants, err = s.ListGrants(ctx, &store.GrantListParams{Owner: "alice", SystemID: "hpc"}); err != nil {
+		t.Fatal(err)
+	}
+	if st.Links, err = s.ListLinks(ctx, &store.LinkListParams{Owner: "alice", SystemID: "hpc"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Disabled, st.Groups = map[string]bool{}, map[string][]string{}
+	for _, d := range []store.DisabledParams{{Owner: "mallory"}, {Owner: "bob", SystemID: "old"}, {Owner: "bob", SystemID: "hpc"}, {Owner: "alice", SystemID: "hpc"}} {
+		if st.Disabled[d.Owner+"/"+d.SystemID], err = s.IsDisabled(ctx, &d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, u := range []string{"alice", "bob", "carol"} {
+		g, err := s.GetUserGroups(ctx, &store.UserGroupsParams{User: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(g) > 0 {
+			st.Groups[u] = g
+		}
+	}
+	all, err := s.QueryAudit(ctx, &store.AuditQueryParams{Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if len(all[i].Paths) == 0 {
+			all[i].Paths = nil // SQLite reads "[]" as empty, PostgreSQL as nil
+		}
+		st.Audit = append(st.Audit, all[i])
+	}
+	return st
+}
+
+// getURL fetches u without credentials.
+func getURL(t *testing.T, u string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", u, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
 }

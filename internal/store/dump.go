@@ -7,12 +7,21 @@ import (
 )
 
 // Dump is the whole content of a store, for copying a deployment to another database
-// (`sshapi migrate --from … --to …`). Credentials stay sealed.
+// (`sshapi migrate --from … --to …`). Secrets stay as stored: credentials sealed, links as the
+// hash of their secret.
 type Dump struct {
 	Systems     []System
 	Credentials []Credential
-	// Audit is in insertion order.
+	// Audit is in insertion order (Seq ascending); a Loader keeps each Seq.
 	Audit []AuditEntry
+	// Grants and Links are every system's, with their ids and times; links keep their use
+	// counts.
+	Grants []Grant
+	Links  []Link
+	// Disabled are the operator switches: disabled users (SystemID empty) and systems.
+	Disabled []DisabledParams
+	// UserGroups are the groups each user's token last carried.
+	UserGroups []UserGroupsParams
 }
 
 // Dumper reads a whole store.
@@ -20,8 +29,9 @@ type Dumper interface {
 	Dump(ctx context.Context) (*Dump, error)
 }
 
-// Loader writes a Dump into an empty store in one transaction, keeping times and credential
-// generations (later generations continue above the highest loaded).
+// Loader writes a Dump into an empty store in one transaction, keeping ids, times, audit
+// sequence numbers and credential generations (later generations and audit entries continue
+// above the highest loaded).
 type Loader interface {
 	Load(ctx context.Context, d *Dump) error
 }

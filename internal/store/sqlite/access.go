@@ -69,7 +69,7 @@ func (d *DB) ListGrants(ctx context.Context, p *store.GrantListParams) ([]store.
 	if !p.Now.IsZero() {
 		where, args = append(where, "(expires_at = 0 OR expires_at > ?)"), append(args, p.Now.UnixMicro())
 	}
-	rows, err := d.db.QueryContext(ctx, `SELECT id, owner, system_id, principal, path, access, expires_at, created_at
+	rows, err := d.db.QueryContext(ctx, `SELECT `+grantColumns+`
 		FROM grants WHERE `+strings.Join(where, " AND ")+` ORDER BY created_at, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list grants: %w", err)
@@ -77,17 +77,27 @@ func (d *DB) ListGrants(ctx context.Context, p *store.GrantListParams) ([]store.
 	defer rows.Close()
 	out := []store.Grant{}
 	for rows.Next() {
-		var (
-			g          store.Grant
-			exp, creat int64
-		)
-		if err := rows.Scan(&g.ID, &g.Owner, &g.SystemID, &g.Principal, &g.Path, &g.Access, &exp, &creat); err != nil {
+		g, err := scanGrant(rows)
+		if err != nil {
 			return nil, fmt.Errorf("sqlite: list grants: %w", err)
 		}
-		g.ExpiresAt, g.CreatedAt = fromMicrosOrZero(exp), fromMicros(creat)
-		out = append(out, g)
+		out = append(out, *g)
 	}
 	return out, rows.Err()
+}
+
+const grantColumns = `id, owner, system_id, principal, path, access, expires_at, created_at`
+
+func scanGrant(r scanner) (*store.Grant, error) {
+	var (
+		g          store.Grant
+		exp, creat int64
+	)
+	if err := r.Scan(&g.ID, &g.Owner, &g.SystemID, &g.Principal, &g.Path, &g.Access, &exp, &creat); err != nil {
+		return nil, err
+	}
+	g.ExpiresAt, g.CreatedAt = fromMicrosOrZero(exp), fromMicros(creat)
+	return &g, nil
 }
 
 // DeleteGrant implements store.AccessStore.
@@ -222,7 +232,7 @@ func (d *DB) QueryAudit(ctx context.Context, p *store.AuditQueryParams) ([]store
 		add("seq < ?", p.BeforeSeq)
 	}
 	args = append(args, limit)
-	rows, err := d.db.QueryContext(ctx, `SELECT seq, time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id
+	rows, err := d.db.QueryContext(ctx, `SELECT `+auditColumns+`
 		FROM audit_log WHERE `+strings.Join(where, " AND ")+` ORDER BY seq DESC LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: query audit: %w", err)
@@ -230,21 +240,31 @@ func (d *DB) QueryAudit(ctx context.Context, p *store.AuditQueryParams) ([]store
 	defer rows.Close()
 	out := []store.AuditEntry{}
 	for rows.Next() {
-		var (
-			e     store.AuditEntry
-			us    int64
-			paths string
-		)
-		if err := rows.Scan(&e.Seq, &us, &e.Owner, &e.Action, &e.SystemID, &e.Detail, &e.SystemOwner, &paths, &e.Status, &e.Bytes, &e.RequestID, &e.LinkID); err != nil {
+		e, err := scanAudit(rows)
+		if err != nil {
 			return nil, fmt.Errorf("sqlite: query audit: %w", err)
 		}
-		e.Time = fromMicros(us)
-		if err := json.Unmarshal([]byte(paths), &e.Paths); err != nil {
-			return nil, fmt.Errorf("sqlite: audit paths: %w", err)
-		}
-		out = append(out, e)
+		out = append(out, *e)
 	}
 	return out, rows.Err()
+}
+
+const auditColumns = `seq, time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id`
+
+func scanAudit(r scanner) (*store.AuditEntry, error) {
+	var (
+		e     store.AuditEntry
+		us    int64
+		paths string
+	)
+	if err := r.Scan(&e.Seq, &us, &e.Owner, &e.Action, &e.SystemID, &e.Detail, &e.SystemOwner, &paths, &e.Status, &e.Bytes, &e.RequestID, &e.LinkID); err != nil {
+		return nil, err
+	}
+	e.Time = fromMicros(us)
+	if err := json.Unmarshal([]byte(paths), &e.Paths); err != nil {
+		return nil, fmt.Errorf("audit paths: %w", err)
+	}
+	return &e, nil
 }
 
 // PurgeAudit implements store.AccessStore.

@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 
 	"github.com/sshapi/sshapi/internal/store"
@@ -12,49 +14,81 @@ var (
 	_ store.Rewrapper = (*DB)(nil)
 )
 
-// Dump implements store.Dumper.
+// Dump implements store.Dumper. It reads in one transaction, so the parts agree.
 func (d *DB) Dump(ctx context.Context) (*store.Dump, error) {
 	out := &store.Dump{}
-	rows, err := d.db.QueryContext(ctx, `SELECT `+systemColumns+` FROM systems ORDER BY owner, id`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: dump systems: %w", err)
-	}
-	for rows.Next() {
-		s, err := scanSystem(rows)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("sqlite: dump systems: %w", err)
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if out.Systems, err = dumpRows(ctx, tx, "systems", `SELECT `+systemColumns+` FROM systems ORDER BY owner, id`, scanSystem); err != nil {
+			return err
 		}
-		out.Systems = append(out.Systems, *s)
-	}
-	rows.Close()
-	creds, err := d.allCredentials(ctx)
+		if out.Credentials, err = credentials(ctx, tx); err != nil {
+			return err
+		}
+		if out.Grants, err = dumpRows(ctx, tx, "grants", `SELECT `+grantColumns+` FROM grants ORDER BY created_at, id`, scanGrant); err != nil {
+			return err
+		}
+		if out.Links, err = dumpRows(ctx, tx, "links", `SELECT `+linkColumns+` FROM links ORDER BY created_at, id`, scanLink); err != nil {
+			return err
+		}
+		if out.Disabled, err = dumpRows(ctx, tx, "disabled", `SELECT owner, system_id FROM disabled ORDER BY owner, system_id`,
+			func(r scanner) (*store.DisabledParams, error) {
+				p := store.DisabledParams{Disabled: true}
+				return &p, r.Scan(&p.Owner, &p.SystemID)
+			}); err != nil {
+			return err
+		}
+		if out.UserGroups, err = dumpRows(ctx, tx, "user groups", `SELECT username, groups FROM user_groups ORDER BY username`,
+			func(r scanner) (*store.UserGroupsParams, error) {
+				var (
+					p store.UserGroupsParams
+					g string
+				)
+				if err := r.Scan(&p.User, &g); err != nil {
+					return nil, err
+				}
+				return &p, json.Unmarshal([]byte(g), &p.Groups)
+			}); err != nil {
+			return err
+		}
+		out.Audit, err = dumpRows(ctx, tx, "audit", `SELECT `+auditColumns+` FROM audit_log ORDER BY seq`, scanAudit)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	out.Credentials = creds
-	rows, err = d.db.QueryContext(ctx, `SELECT time, owner, action, system_id, detail FROM audit_log ORDER BY seq`)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: dump audit: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var e store.AuditEntry
-		var us int64
-		if err := rows.Scan(&us, &e.Owner, &e.Action, &e.SystemID, &e.Detail); err != nil {
-			return nil, fmt.Errorf("sqlite: dump audit: %w", err)
-		}
-		e.Time = fromMicros(us)
-		out.Audit = append(out.Audit, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: dump audit: %w", err)
 	}
 	return out, nil
 }
 
-func (d *DB) allCredentials(ctx context.Context) ([]store.Credential, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT `+credentialColumns+` FROM credentials ORDER BY owner, system_id`)
+// dumpRows reads every row of query with scan.
+func dumpRows[T any](ctx context.Context, q querier, what, query string, scan func(scanner) (*T, error)) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: dump %s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: dump %s: %w", what, err)
+		}
+		out = append(out, *v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: dump %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// querier is a *sql.DB or *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// credentials reads every credential.
+func credentials(ctx context.Context, q querier) ([]store.Credential, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+credentialColumns+` FROM credentials ORDER BY owner, system_id`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read credentials: %w", err)
 	}
@@ -78,7 +112,7 @@ func (d *DB) allCredentials(ctx context.Context) ([]store.Credential, error) {
 
 // RewrapCredentials implements store.Rewrapper.
 func (d *DB) RewrapCredentials(ctx context.Context, fn store.RewrapFunc) (int, error) {
-	creds, err := d.allCredentials(ctx)
+	creds, err := credentials(ctx, d.db)
 	if err != nil {
 		return 0, err
 	}
