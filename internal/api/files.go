@@ -66,7 +66,7 @@ func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys
 			}
 			client, done = lease.Client, lease.Done
 		}
-		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0)})
+		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0), ListCommand: !s.cfg.ListSFTPOnly})
 		err = fn(fsys, t, client)
 		done(err)
 		if err == nil || !errors.Is(err, files.ErrConnection) || i+1 >= attempts {

@@ -79,6 +79,10 @@ type Config struct {
 	// ListStreamDirBytes: directories the server reports larger than this are read batch by
 	// batch over a channel of their own instead of whole (default 65536; -1 streams all).
 	ListStreamDirBytes int64 `yaml:"list_stream_dir_bytes" env:"LIST_STREAM_DIR_BYTES"`
+	// ListSFTPOnly lists large directories (see ListStreamDirBytes) with SFTP READDIRs only;
+	// by default one `find -printf` on the server lists them, falling back to SFTP where GNU
+	// find is missing.
+	ListSFTPOnly bool `yaml:"list_sftp_only" env:"LIST_SFTP_ONLY"`
 }
 
 // withDefaults fills unset fields with their defaults.

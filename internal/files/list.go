@@ -172,6 +172,15 @@ func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) 
 			return nil
 		}
 	}
+	if f.opts.ListCommand {
+		err := f.findInfos(ctx, dir, fn)
+		if !errors.Is(err, errFindUnusable) {
+			if err != nil && ctx.Err() == nil {
+				return f.dirErr(ctx, op, dir, err)
+			}
+			return checkCtx(ctx, op, dir)
+		}
+	}
 	d, err := openDirStream(ctx, ch, dir)
 	if err != nil {
 		return f.dirErr(ctx, op, dir, err)
@@ -332,7 +341,7 @@ func (f *FS) walkList(ctx context.Context, root string, opts ListOptions, sink f
 func (f *FS) readLinks(ctx context.Context, entries []Entry) error {
 	var idx []int
 	for i := range entries {
-		if entries[i].Type == TypeSymlink {
+		if entries[i].Type == TypeSymlink && entries[i].LinkTarget == "" { // a target is never empty
 			idx = append(idx, i)
 		}
 	}
@@ -408,6 +417,9 @@ func entryFromInfo(abs, name string, fi os.FileInfo) Entry {
 	}
 	if st, ok := fi.Sys().(*sftp.FileStat); ok {
 		e.UID, e.GID = st.UID, st.GID
+	}
+	if l, ok := fi.(interface{ linkTarget() string }); ok {
+		e.LinkTarget = l.linkTarget()
 	}
 	return e
 }
