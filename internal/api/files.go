@@ -175,7 +175,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, l)
+		writeListing(w, l)
 		return nil
 	})
 }

@@ -147,9 +147,21 @@ func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOpt
 				return nil
 			}
 		}
-		fn(entryFromInfo(path.Join(dir, name), prefix+name, fi))
+		fn(entryFromInfo(childPath(dir, name), prefix+name, fi))
 		return nil
 	})
+}
+
+// childPath is path.Join(dir, name) for a clean absolute dir and a directory entry's name
+// (never empty, ".", ".." or holding a slash), without cleaning again.
+func childPath(dir, name string) string {
+	if name == "" || name == "." || name == ".." || strings.IndexByte(name, '/') >= 0 {
+		return path.Join(dir, name) // not from a well-behaved server
+	}
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
 }
 
 // eachInfo calls fn for every entry of directory dir, in the server's order, and stops at the
@@ -439,7 +451,8 @@ func typeOf(m os.FileMode) string {
 
 // modeString renders permission and setuid/setgid/sticky bits as four octal digits.
 func modeString(m os.FileMode) string {
-	return fmt.Sprintf("%04o", unixPerm(m))
+	b := unixPerm(m)
+	return string([]byte{'0' + byte(b>>9&7), '0' + byte(b>>6&7), '0' + byte(b>>3&7), '0' + byte(b&7)})
 }
 
 // unixPerm returns the POSIX permission bits of m, special bits included.

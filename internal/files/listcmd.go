@@ -160,7 +160,7 @@ func parseFindEntry(fl []string) (*findInfo, error) {
 	if typ == sIFLNK {
 		fi.link = link
 	}
-	fi.mtime = time.Unix(mtime, 0)
+	fi.mtime = time.Unix(int64(uint32(mtime)), 0) // SFTP v3 carries 32 bits: the same time as READDIR
 	return fi, nil
 }
 

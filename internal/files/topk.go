@@ -29,7 +29,11 @@ func (t *topK) add(e Entry) {
 	}
 	switch {
 	case len(t.h) < t.k:
-		heap.Push(&t.h, e)
+		// Collected unordered until the k-th: the heap is only built once entries are dropped.
+		t.h = append(t.h, e)
+		if len(t.h) == t.k {
+			heap.Init(&t.h)
+		}
 	case e.Name < t.h[0].Name:
 		t.h[0] = e
 		heap.Fix(&t.h, 0)
