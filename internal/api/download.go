@@ -104,16 +104,21 @@ type stripeSet struct {
 }
 
 // stripeChannels is the channel count that fills the bandwidth-delay product of the assumed
-// link rate at round-trip time rtt, between 1 and StripeMaxChannels.
+// link rate at round-trip time rtt, between 1 and StripeMaxChannels; 1 below StripeMinRTT (on a
+// short path one window is plenty, and more channels only add processes competing for CPU).
 func (s *Server) stripeChannels(rtt time.Duration) int {
+	if rtt < s.cfg.StripeMinRTT {
+		return 1
+	}
 	n := int(math.Ceil(s.cfg.StripeLinkRate * rtt.Seconds() / channelWindow))
 	return max(1, min(n, s.cfg.StripeMaxChannels))
 }
 
-// measureRTT returns the faster of two SFTP round trips on c.
+// measureRTT returns the fastest of three SFTP round trips on c (a busy server or client only
+// ever makes a round trip slower).
 func measureRTT(c *sftp.Client) (time.Duration, error) {
 	best := time.Duration(math.MaxInt64)
-	for range 2 {
+	for range 3 {
 		t0 := time.Now()
 		if _, err := c.RealPath("."); err != nil {
 			return 0, fmt.Errorf("measure rtt: %w", err)

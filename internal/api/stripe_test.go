@@ -18,9 +18,10 @@ import (
 )
 
 // stripeConfig stripes every transfer of 1 MiB or more over 4 channels even on loopback (an
-// absurd assumed link rate makes the measured RTT call for the maximum), in 64 KiB chunks.
+// absurd assumed link rate and no RTT floor make the measured RTT call for the maximum), in
+// 64 KiB chunks.
 func stripeConfig() Config {
-	return Config{StripeMinBytes: 1 << 20, StripeLinkRate: 1e15, StripeMaxChannels: 4, DownloadBufferBytes: 64 << 10}
+	return Config{StripeMinBytes: 1 << 20, StripeLinkRate: 1e15, StripeMinRTT: time.Nanosecond, StripeMaxChannels: 4, DownloadBufferBytes: 64 << 10}
 }
 
 // randomFile writes n random bytes to a new file in dir owned by the remote user.
@@ -203,5 +204,26 @@ func assertOnly(t *testing.T, dir string, names ...string) {
 	}
 	if strings.Join(got, ",") != strings.Join(names, ",") {
 		t.Fatalf("%s holds %v, want %v", dir, got, names)
+	}
+}
+
+// TestStripeChannels: the channel count fills the bandwidth-delay product of the assumed link
+// with 2 MiB windows, between 1 and the cap, and is 1 below the RTT floor.
+func TestStripeChannels(t *testing.T) {
+	s := &Server{cfg: Config{}.withDefaults()} // 10 Gbit/s, 8 channels, 5 ms floor
+	tests := []struct {
+		rtt  time.Duration
+		want int
+	}{
+		{200 * time.Microsecond, 1}, // loopback, LAN
+		{4 * time.Millisecond, 1},   // below the floor
+		{5 * time.Millisecond, 3},   // 6.25 MB / 2 MiB
+		{10 * time.Millisecond, 6},  // 12.5 MB / 2 MiB
+		{50 * time.Millisecond, 8},  // capped
+	}
+	for _, tc := range tests {
+		if got := s.stripeChannels(tc.rtt); got != tc.want {
+			t.Errorf("rtt %v: %d channels, want %d", tc.rtt, got, tc.want)
+		}
 	}
 }
