@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,26 @@ func BenchmarkListing10k(b *testing.B) {
 				buf.Reset()
 				be.get(b, http.DefaultClient, tok, "/v1/systems/hpc/ls/"+remote(dir), &buf)
 			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "listings/s")
+		})
+	}
+	// 50 listings in flight at once: throughput.
+	for _, sftpOnly := range []bool{false, true} {
+		name := "sshapi-json-c50"
+		if sftpOnly {
+			name += "-sftp-only"
+		}
+		b.Run(name, func(b *testing.B) {
+			be.api.cfg.ListSFTPOnly = sftpOnly // no request is in flight
+			defer func() { be.api.cfg.ListSFTPOnly = false }()
+			b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				var buf bytes.Buffer
+				for pb.Next() {
+					buf.Reset()
+					be.get(b, http.DefaultClient, tok, "/v1/systems/hpc/ls/"+remote(dir), &buf)
+				}
+			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "listings/s")
 		})
 	}
