@@ -9,6 +9,8 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -232,4 +234,37 @@ func (s *Server) serveStriped(w http.ResponseWriter, r *http.Request, fsys *file
 	sr := files.NewStripedReader(handles, e.Size, st.bufs)
 	defer sr.Close()
 	return s.serveFile(w, r, e, sr)
+}
+
+// wantedBytes is how much of a size-byte file a GET asks for: all of it, or the sum of the
+// ranges of its Range header (as far as they parse; http.ServeContent judges the header). A
+// HEAD wants nothing. A striped read-ahead pays off only for a large answer.
+func wantedBytes(r *http.Request, size int64) int64 {
+	if r.Method == http.MethodHead {
+		return 0
+	}
+	spec, ok := strings.CutPrefix(r.Header.Get("Range"), "bytes=")
+	if !ok || r.Header.Get("Range") == "" {
+		return size
+	}
+	var total int64
+	for part := range strings.SplitSeq(spec, ",") {
+		from, to, ok := strings.Cut(strings.TrimSpace(part), "-")
+		if !ok {
+			return size
+		}
+		a, aerr := strconv.ParseInt(from, 10, 64)
+		b, berr := strconv.ParseInt(to, 10, 64)
+		switch {
+		case from == "" && berr == nil: // the last b bytes
+			total += min(b, size)
+		case aerr == nil && to == "": // from a to the end
+			total += max(size-a, 0)
+		case aerr == nil && berr == nil && b >= a:
+			total += min(b, size-1) - a + 1
+		default:
+			return size
+		}
+	}
+	return total
 }

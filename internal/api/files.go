@@ -242,8 +242,9 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 			// and invalid, which archive readers detect.
 			return fsys.WriteArchive(r.Context(), p, archive, dw)
 		}
-		// A large file on a long path is read over several channels at once.
-		if st := s.stripes(r.Context(), t, c, e.Size); st != nil {
+		// A large file (or large ranges of one) on a long path is read over several channels at
+		// once.
+		if st := s.stripes(r.Context(), t, c, wantedBytes(r, e.Size)); st != nil {
 			defer st.release()
 			return s.serveStriped(w, r, fsys, p, st)
 		}

@@ -58,27 +58,34 @@ func TestStripedDownload(t *testing.T) {
 	tests := []struct {
 		rng      string
 		from, to int // inclusive
+		striped  bool
 	}{
-		{"bytes=0-99", 0, 99},
-		{"bytes=65530-65545", 65530, 65545}, // across a chunk boundary
-		{"bytes=1000000-3999999", 1000000, 3999999},
-		{"bytes=-777", size - 777, size - 1},
-		{fmt.Sprintf("bytes=%d-", size-70000), size - 70000, size - 1},
+		{"bytes=0-99", 0, 99, false}, // small ranges are not worth a read-ahead
+		{"bytes=65530-65545", 65530, 65545, false},
+		{"bytes=-777", size - 777, size - 1, false},
+		{"bytes=65530-3999999", 65530, 3999999, true}, // from inside a chunk
+		{"bytes=-2000000", size - 2000000, size - 1, true},
+		{fmt.Sprintf("bytes=%d-", size-1100000), size - 1100000, size - 1, true},
 	}
 	for _, tc := range tests {
+		before := strings.Count(e.log.String(), "striping a file transfer")
 		r := e.do("alice", "GET", url+"/big.bin", nil, "Range", tc.rng)
 		if r.status != 206 || !bytes.Equal(r.body, data[tc.from:tc.to+1]) {
 			t.Errorf("Range %s: %d, %d bytes", tc.rng, r.status, len(r.body))
 		}
+		if striped := strings.Count(e.log.String(), "striping a file transfer") > before; striped != tc.striped {
+			t.Errorf("Range %s: striped %v, want %v", tc.rng, striped, tc.striped)
+		}
 	}
-	// Two ranges: a multipart answer, each part seeking the striped reader.
-	r = e.do("alice", "GET", url+"/big.bin", nil, "Range", "bytes=10-19,4000000-4000999")
+	// Two large ranges: a multipart answer, each part seeking the striped reader.
+	multiBefore := strings.Count(e.log.String(), "striping a file transfer")
+	r = e.do("alice", "GET", url+"/big.bin", nil, "Range", "bytes=10-700009,4000000-4600999")
 	_, params, err := mime.ParseMediaType(r.header.Get("Content-Type"))
 	if r.status != 206 || err != nil {
 		t.Fatalf("multi-range: %d %v", r.status, err)
 	}
 	mr := multipart.NewReader(bytes.NewReader(r.body), params["boundary"])
-	for _, want := range [][]byte{data[10:20], data[4000000:4001000]} {
+	for _, want := range [][]byte{data[10:700010], data[4000000:4601000]} {
 		p, err := mr.NextPart()
 		if err != nil {
 			t.Fatal(err)
@@ -88,13 +95,19 @@ func TestStripedDownload(t *testing.T) {
 			t.Errorf("multi-range part: %d bytes, want %d", len(got), len(want))
 		}
 	}
+	if strings.Count(e.log.String(), "striping a file transfer") == multiBefore {
+		t.Fatal("two large ranges were not striped")
+	}
 	before := strings.Count(e.log.String(), "striping a file transfer")
+	if r := e.do("alice", "HEAD", url+"/big.bin", nil); r.status != 200 {
+		t.Fatalf("HEAD: %d", r.status)
+	}
 	r = e.do("alice", "GET", url+"/small.bin", nil)
 	if r.status != 200 || !bytes.Equal(r.body, small) {
 		t.Fatalf("small download: %d", r.status)
 	}
 	if n := strings.Count(e.log.String(), "striping a file transfer"); n != before {
-		t.Fatalf("a file below stripe_min_bytes was striped")
+		t.Fatalf("a HEAD or a file below stripe_min_bytes was striped")
 	}
 }
 
