@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/sshapi/sshapi/internal/service.Version=$(VERSION)
 USER_NAME ?= $(shell id -un)
 
-.PHONY: build run test test-race test-python demo vet fmt clean
+.PHONY: build run test test-race test-python demo vet fmt clean fuzz fuzz-deps
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sshapi ./cmd/sshapi
@@ -14,8 +14,9 @@ build:
 run: build
 	./bin/sshapi serve --print-token $(USER_NAME)
 
-## test: every test, against a real OpenSSH sshd on loopback (needs openssh-server; run as root).
-test:
+## test: every test, against a real OpenSSH sshd on loopback (needs openssh-server; run as root),
+## and the API fuzz (make fuzz) first.
+test: fuzz
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 12m ./...
 	$(MAKE) test-python
@@ -44,7 +45,22 @@ fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf bin
+	rm -rf bin build
+
+## fuzz: Schemathesis (pinned in scripts/fuzz/requirements.txt, venv in build/fuzz-venv) against a
+## live service with a throwaway sshd; fails on any server error or response the OpenAPI document
+## does not describe. Reports in build/fuzz/. Knobs: FUZZ_MAX_EXAMPLES, FUZZ_TIMEOUT (scripts/fuzz/run).
+FUZZ_VENV ?= build/fuzz-venv
+fuzz: build fuzz-deps
+	FUZZ_VENV=$(FUZZ_VENV) scripts/fuzz/run
+
+## fuzz-deps: the fuzz venv.
+fuzz-deps: $(FUZZ_VENV)/.deps-installed
+
+$(FUZZ_VENV)/.deps-installed: scripts/fuzz/requirements.txt
+	python3 -m venv $(FUZZ_VENV)
+	$(FUZZ_VENV)/bin/pip install -q -r scripts/fuzz/requirements.txt
+	touch $@
 
 ## Benchmarks (see docs/benchmarks.md and README "Bench").
 BENCH_VENV  ?= bench/.venv

@@ -586,7 +586,7 @@ func TestSSHDRestartUnderLoadViaAPI(t *testing.T) {
 	e.register("alice", "hpc")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var okAfter atomic.Int64
+	var okBefore, okAfter, failed atomic.Int64
 	var restarted atomic.Bool
 	for range 10 {
 		wg.Add(1)
@@ -599,8 +599,13 @@ func TestSSHDRestartUnderLoadViaAPI(t *testing.T) {
 				default:
 				}
 				r := e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "echo x"})
-				if r.status == 200 && restarted.Load() {
+				switch {
+				case r.status == 200 && restarted.Load():
 					okAfter.Add(1)
+				case r.status == 200:
+					okBefore.Add(1)
+				default:
+					failed.Add(1)
 				}
 				if r.status != 200 && r.header.Get("Content-Type") != "application/problem+json" {
 					t.Errorf("failure during restart is not problem+json: %d %s", r.status, r.body)
@@ -608,14 +613,14 @@ func TestSSHDRestartUnderLoadViaAPI(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	awaitState(t, "load to flow", func() bool { return okBefore.Load() >= 20 })
 	e.srv.Kill()
-	time.Sleep(200 * time.Millisecond)
+	awaitState(t, "requests to fail while sshd is down", func() bool { return failed.Load() >= 1 })
 	if err := e.srv.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	restarted.Store(true)
-	time.Sleep(800 * time.Millisecond)
+	awaitState(t, "requests to succeed after the restart", func() bool { return okAfter.Load() >= 10 })
 	close(stop)
 	wg.Wait()
 	if okAfter.Load() == 0 {
@@ -657,9 +662,19 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	if strings.Join(documented, "\n") != strings.Join(served, "\n") {
 		t.Fatalf("router and OpenAPI document disagree\nserved:\n%s\n\ndocumented:\n%s", strings.Join(served, "\n"), strings.Join(documented, "\n"))
 	}
+	if errs, err := documentedStatusErrors(openapiYAML, s.routes()); err != nil || len(errs) > 0 {
+		t.Fatalf("documented statuses (%v):\n%s", err, strings.Join(errs, "\n"))
+	}
 	e := newEnv(t)
 	if r := e.do("", "GET", "/openapi.json", nil); r.status != 200 || r.json(t)["openapi"] != "3.1.0" {
 		t.Fatalf("served document: %d", r.status)
+	}
+	r := e.do("", "GET", "/openapi.yaml", nil)
+	var servedYAML struct {
+		OpenAPI string `yaml:"openapi"`
+	}
+	if err := yaml.Unmarshal(r.body, &servedYAML); r.status != 200 || r.header.Get("Content-Type") != "application/yaml" || err != nil || servedYAML.OpenAPI != "3.1.0" {
+		t.Fatalf("served YAML document: %d %q %v %q", r.status, r.header.Get("Content-Type"), err, servedYAML.OpenAPI)
 	}
 }
 
@@ -687,5 +702,17 @@ func TestContentTypes(t *testing.T) {
 		if r := e.do("alice", "POST", "/v1/systems", body, hdr...); r.status != tc.status {
 			t.Errorf("Content-Type %q: %d %s, want %d", tc.ct, r.status, r.body, tc.status)
 		}
+	}
+}
+
+// awaitState polls cond until it holds, failing the test after 20 s with what it waited for.
+func awaitState(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -272,7 +272,7 @@ func TestAbortedUploadLeavesNothing(t *testing.T) {
 	}
 	fmt.Fprintf(c, "PUT /v1/systems/hpc/content/%s/keep.dat?overwrite=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 10000000\r\n\r\n", remote(dir), e.token("alice"))
 	c.Write(bytes.Repeat([]byte("z"), 3_000_000))
-	time.Sleep(300 * time.Millisecond)
+	awaitState(t, "the upload's temporary file", func() bool { entries, _ := os.ReadDir(dir); return len(entries) == 2 })
 	c.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

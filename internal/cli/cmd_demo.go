@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +26,8 @@ type demoOptions struct {
 	keep     bool
 	infoFile string
 	dataDir  string
+	user     string
+	envFile  string
 }
 
 func newDemoCmd() *cobra.Command {
@@ -38,11 +43,13 @@ func newDemoCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep running after the demo command so you can try the API (Ctrl-C stops)")
 	cmd.Flags().StringVar(&o.dataDir, "data-dir", "", "data directory for the demo service (kept afterwards; default a temporary one that is removed)")
 	cmd.Flags().StringVar(&o.infoFile, "info-file", "", "with --keep, write the URL, token, system and the sshd's address, user, host key and private key as JSON to this file (0600) once ready, for test fixtures")
+	cmd.Flags().StringVar(&o.user, "user", sshtest.DefaultUser, "local account the demo sshd logs in (created if missing)")
+	cmd.Flags().StringVar(&o.envFile, "env-file", "", "once the demo is set up, write SSHAPI_URL, SSHAPI_TOKEN, SSHAPI_SYSTEM, SSHAPI_DATA_DIR (for `sshapi token`), SSHAPI_SSH_USER, SSHAPI_SSH_HOME, SSHAPI_SSH_HOST, SSHAPI_SSH_PORT, SSHAPI_SSH_HOST_KEY and SSHAPI_SSH_KEY_FILE to this file (shell syntax), for scripts")
 	return cmd
 }
 
 func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
-	srv, err := sshtest.Start(ctx, sshtest.Options{})
+	srv, err := sshtest.Start(ctx, sshtest.Options{User: o.user})
 	if err != nil {
 		return fmt.Errorf("start demo sshd: %w", err)
 	}
@@ -109,6 +116,11 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		}
 		fmt.Fprintf(stdout, "# %s\n%s %s\n%s\n", s.what, s.method, s.path, out)
 	}
+	if o.envFile != "" {
+		if err := writeDemoEnv(o.envFile, dataDir, base, tok, srv); err != nil {
+			return err
+		}
+	}
 	if !o.keep {
 		return nil
 	}
@@ -138,4 +150,33 @@ func writeDemoInfo(name, url, token string, srv *sshtest.Server) error {
 		return fmt.Errorf("write demo info: %w", err)
 	}
 	return os.Rename(tmp, name)
+}
+
+// writeDemoEnv writes what a script needs to drive the demo (URL, token, the sshd's account and
+// an authorized key) as shell assignments. The file is owner-only: it holds a token and the path
+// of a private key. It is written to a temporary name and renamed, so a reader polling for it
+// never sees half of it.
+func writeDemoEnv(path, dataDir, base, tok string, srv *sshtest.Server) error {
+	keyFile := filepath.Join(dataDir, "demo_client_key")
+	if err := os.WriteFile(keyFile, srv.PrivateKeyPEM, 0o600); err != nil {
+		return fmt.Errorf("write demo client key: %w", err)
+	}
+	vars := [][2]string{
+		{"SSHAPI_URL", base}, {"SSHAPI_TOKEN", tok}, {"SSHAPI_SYSTEM", "demo"}, {"SSHAPI_DATA_DIR", dataDir},
+		{"SSHAPI_SSH_USER", srv.User}, {"SSHAPI_SSH_HOME", srv.Home},
+		{"SSHAPI_SSH_HOST", srv.Host}, {"SSHAPI_SSH_PORT", strconv.Itoa(srv.Port)},
+		{"SSHAPI_SSH_HOST_KEY", srv.AuthorizedHostKey()}, {"SSHAPI_SSH_KEY_FILE", keyFile},
+	}
+	var b strings.Builder
+	for _, v := range vars {
+		fmt.Fprintf(&b, "%s='%s'\n", v[0], strings.ReplaceAll(v[1], "'", `'\''`))
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("write env file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write env file: %w", err)
+	}
+	return nil
 }

@@ -56,7 +56,7 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 		return errDevSecretOff
 	}
 	if o.printToken != "" {
-		sec, err := service.DevSecret(cfg.DataDir)
+		sec, err := service.TokenSecret(cfg)
 		if err != nil {
 			return err
 		}

@@ -39,7 +39,7 @@ func newTokenCmd() *cobra.Command {
 			if !cfg.Auth.DevSecretEnabled() {
 				return errDevSecretOff
 			}
-			sec, err := service.DevSecret(cfg.DataDir)
+			sec, err := service.TokenSecret(cfg)
 			if err != nil {
 				return err
 			}

@@ -40,6 +40,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServeCmd(), newTokenCmd(), newVersionCmd(), newWanemCmd(), newDemoCmd())
+	root.AddCommand(newKeysCmd(), newMigrateCmd())
 	root.AddCommand(newBenchCmd())
 	// Client verbs (scp-like SYSTEM:PATH arguments) against a logged-in service.
 	root.AddCommand(newLoginCmd(), newSystemsCmd(), newLsCmd(), newStatCmd(), newGetCmd(), newPutCmd(),

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/api"
 	"github.com/sshapi/sshapi/internal/netpolicy"
+	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/transfer"
 )
@@ -26,7 +28,8 @@ type Config struct {
 	Addr string `yaml:"addr" env:"ADDR"`
 	// DataDir holds the SQLite database, the credential master key and the dev JWT secret.
 	DataDir string `yaml:"data_dir" env:"DATA_DIR"`
-	// Database is the SQLite file; default <data_dir>/sshapi.db.
+	// Database is the SQLite file (default <data_dir>/sshapi.db), or a postgres:// URL that puts
+	// the store and the transfer queue on PostgreSQL, shared by several instances.
 	Database string `yaml:"database" env:"DATABASE"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level" env:"LOG_LEVEL"`
@@ -48,6 +51,8 @@ type Config struct {
 	Server Server `yaml:"server" envPrefix:"SERVER_"`
 	// TLS serves HTTPS from certificate and key files.
 	TLS TLS `yaml:"tls" envPrefix:"TLS_"`
+	// Keys are the credential master keys and the token secret shared by several instances.
+	Keys secret.Config `yaml:"keys" envPrefix:"KEYS_"`
 }
 
 // Auth configures token verification.
@@ -142,6 +147,10 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("data_dir must not be empty")
+	}
+	if (strings.HasPrefix(c.Database, "postgres://") || strings.HasPrefix(c.Database, "postgresql://")) && !c.Keys.MasterKeysSet() {
+		return errors.New("keys: with a PostgreSQL database (shared by instances), set keys.master_key_file or SSHAPI_KEYS_MASTER_KEYS " +
+			"so that every instance opens the same credentials (sshapi keys generate prints a key)")
 	}
 	if _, err := netpolicy.New(c.Network); err != nil {
 		return err

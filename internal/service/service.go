@@ -5,7 +5,6 @@ package service
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,7 +22,7 @@ import (
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
-	"github.com/sshapi/sshapi/internal/store/sqlite"
+	"github.com/sshapi/sshapi/internal/store"
 	"github.com/sshapi/sshapi/internal/tlsfile"
 	"github.com/sshapi/sshapi/internal/transfer"
 )
@@ -45,10 +44,10 @@ type Service struct {
 	cfg      config.Config
 	log      *slog.Logger
 	cert     *tlsfile.Cert // nil without TLS
-	db       *sqlite.DB
+	db       store.Store
 	verifier *auth.Verifier
 	pool     *sshpool.Pool
-	tdb      *sql.DB
+	tdb      transfer.Persistence
 	engine   *transfer.Engine
 	api      *api.Server
 	http     *http.Server
@@ -79,19 +78,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	keyID, key, err := secret.LoadOrCreateKeyFile(filepath.Join(cfg.DataDir, MasterKeyFile))
+	keyring, err := LoadKeyring(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("credential master key: %w", err)
-	}
-	keyring, err := secret.NewKeyring(keyID, map[string][]byte{keyID: key})
-	if err != nil {
-		return nil, fmt.Errorf("keyring: %w", err)
+		return nil, err
 	}
 	authCfg := auth.Config{JWKSURL: cfg.Auth.JWKSURL, Issuer: cfg.Auth.Issuer, Audience: cfg.Auth.Audience,
 		JWKSRefresh: cfg.Auth.JWKSRefresh, JWKSMinRefresh: cfg.Auth.JWKSMinRefresh, JWKSFetchTimeout: cfg.Auth.JWKSFetchTimeout,
 		Log: log.With("component", "auth")}
 	if cfg.Auth.DevSecretEnabled() {
-		if authCfg.HS256Secret, err = DevSecret(cfg.DataDir); err != nil {
+		if authCfg.HS256Secret, err = TokenSecret(cfg); err != nil {
 			return nil, fmt.Errorf("dev JWT secret: %w", err)
 		}
 	}
@@ -99,30 +94,21 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	if err != nil {
 		return nil, fmt.Errorf("token verifier: %w", err)
 	}
-	dbPath := cfg.Database
-	if dbPath == "" {
-		dbPath = filepath.Join(cfg.DataDir, DatabaseFile)
-	}
-	db, err := sqlite.Open(ctx, dbPath)
+	db, tdb, err := OpenDatabases(ctx, cfg)
 	if err != nil {
 		verifier.Close()
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	network, err := netpolicy.New(cfg.Network)
 	if err != nil {
+		tdb.Close()
 		db.Close()
 		verifier.Close()
 		return nil, err
 	}
 	pool := sshpool.New(cfg.Pool, log.With("component", "sshpool"), reg, sshpool.WithNetworkPolicy(network))
-	tdb, err := transfer.OpenSQLite(ctx, filepath.Join(cfg.DataDir, TransfersFile))
-	if err != nil {
-		db.Close()
-		verifier.Close()
-		return nil, fmt.Errorf("transfer store: %w", err)
-	}
 	var srv *api.Server // the engine reaches systems through the API's credentials and host key policy
 	engine, err := transfer.New(cfg.Transfer, transfer.Deps{
 		DB: tdb, Pool: pool, Log: log.With("component", "transfer"), Registerer: reg,

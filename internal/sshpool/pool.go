@@ -644,14 +644,14 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 		kp.lastErr = err
 		var je *JumpError
 		switch {
-		case errors.As(err, &je) && isPermanentDialErr(err):
+		case errors.As(err, &je) && IsPermanentDialErr(err):
 			// The jump host failed for good: fail the waiters, but a fixed jump credential
 			// must not find this target's key blocked.
 			p.failWaitersLocked(kp, err)
 		case errors.Is(err, ErrAuth):
 			kp.authErr = err
 			p.failWaitersLocked(kp, err)
-		case isPermanentDialErr(err):
+		case IsPermanentDialErr(err):
 			p.failWaitersLocked(kp, err)
 		}
 		if len(kp.waiters) == 0 || p.closing {
@@ -818,9 +818,10 @@ func handshake(ctx context.Context, nc net.Conn, t Target, abort func()) (*ssh.C
 	return ssh.NewClient(sc, chans, reqs), nil
 }
 
-// isPermanentDialErr reports whether retrying the dial cannot help: the host key is wrong, the
+// IsPermanentDialErr reports whether retrying a dial cannot help (callers such as the transfer
+// engine use it to fail fast instead of retrying until a deadline): the host key is wrong, the
 // network policy forbids the address, or the jump host refuses to forward.
-func isPermanentDialErr(err error) bool {
+func IsPermanentDialErr(err error) bool {
 	var oce *ssh.OpenChannelError
 	return errors.Is(err, ErrAuth) || errors.Is(err, ErrHostKey) || errors.Is(err, netpolicy.ErrDenied) || errors.Is(err, ErrNegotiation) ||
 		(errors.As(err, &oce) && oce.Reason == ssh.Prohibited)

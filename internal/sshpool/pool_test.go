@@ -205,7 +205,7 @@ func TestWaitersTimeOutWhenSaturated(t *testing.T) {
 		_, err := run(t.Context(), p, tg, "true")
 		done <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, "the second command to queue", func() bool { return p.Stats().Waiters == 1 })
 	held.Close() // hands the slot to the queued waiter
 	if err := <-done; err != nil {
 		t.Fatalf("queued waiter: %v", err)
@@ -243,14 +243,14 @@ func TestRecoversFromSSHDRestartUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "load to flow", func() bool { return ok.Load() >= 40 })
 	srv.Kill()
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "commands to fail while sshd is down", func() bool { return failed.Load() >= 1 })
 	if err := srv.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	before := ok.Load()
-	time.Sleep(700 * time.Millisecond)
+	waitFor(t, "a command to succeed after the restart", func() bool { return ok.Load() > before+20 })
 	close(stop)
 	wg.Wait()
 	if ok.Load() <= before {
@@ -406,5 +406,17 @@ func TestSharedSFTPErrorProbesBeforeKilling(t *testing.T) {
 			t.Fatalf("dead connection kept: %+v (stat error %v)", p.Stats(), err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 20 s with what it waited for.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

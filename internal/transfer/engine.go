@@ -9,13 +9,11 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riversqlite"
 
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
@@ -83,8 +81,9 @@ type Config struct {
 	CommandTimeout time.Duration `yaml:"command_timeout" env:"COMMAND_TIMEOUT"`
 	// OpenTimeout bounds acquiring an SFTP channel for a stream (20s).
 	OpenTimeout time.Duration `yaml:"open_timeout" env:"OPEN_TIMEOUT"`
-	// MaxRunningPerOwner is how many of one owner's transfers run at once on this instance
-	// (half of Workers, at least 1); the owner's others stay queued without holding a worker.
+	// MaxRunningPerOwner is how many of one owner's transfers run at once, on all instances
+	// sharing the database together (half of Workers, at least 1); the owner's others stay
+	// queued without holding a worker.
 	MaxRunningPerOwner int `yaml:"max_running_per_owner" env:"MAX_RUNNING_PER_OWNER"`
 	// MaxQueuedPerOwner caps one owner's unfinished (queued or running) transfers; Submit
 	// refuses more with ErrQuota (100).
@@ -96,6 +95,9 @@ type Config struct {
 	MinRate       float64       `yaml:"min_rate" env:"MIN_RATE"`
 	MinRateWindow time.Duration `yaml:"min_rate_window" env:"MIN_RATE_WINDOW"`
 	SlowRetries   int           `yaml:"slow_retries" env:"SLOW_RETRIES"`
+	// DBConns caps this instance's connections to PostgreSQL for transfers and River (16); the
+	// store has its own pool. SQLite uses one connection.
+	DBConns int `yaml:"db_conns" env:"DB_CONNS"`
 }
 
 func (c *Config) setDefaults() {
@@ -127,6 +129,7 @@ func (c *Config) setDefaults() {
 	defd(&c.OpenTimeout, 20*time.Second)
 	def(&c.MaxRunningPerOwner, max(c.Workers/2, 1))
 	def(&c.MaxQueuedPerOwner, 100)
+	def(&c.DBConns, 16)
 	if c.MinRate == 0 {
 		c.MinRate = 1024
 	}
@@ -138,8 +141,9 @@ func (c *Config) setDefaults() {
 
 // Deps are the engine's collaborators.
 type Deps struct {
-	// DB holds the transfer tables and River's (see OpenSQLite). The engine does not close it.
-	DB       *sql.DB
+	// DB holds the transfer tables and River's (OpenSQLite, OpenPostgres). The engine does
+	// not close it.
+	DB       Persistence
 	Pool     Pool
 	Resolver Resolver
 	Log      *slog.Logger
@@ -171,7 +175,6 @@ type Engine struct {
 
 	mu       sync.Mutex
 	runs     map[string]*run
-	running  map[string]int // owner -> transfers running on this instance
 	slowRuns map[string]int // transfer id -> runs that ended too slow
 
 	closing     chan struct{} // closed when the engine begins to shut down
@@ -188,7 +191,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		cfg: cfg, db: &db{sql: d.DB}, pool: d.Pool, resolver: d.Resolver, log: d.Log,
+		cfg: cfg, db: &db{p: d.DB}, pool: d.Pool, resolver: d.Resolver, log: d.Log,
 		instance: "i-" + randomHex(8), runs: map[string]*run{}, metrics: newMetrics(d.Registerer),
 		closing: make(chan struct{}),
 	}
@@ -196,7 +199,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	if err := river.AddWorkerSafely(workers, &worker{e: e}); err != nil {
 		return nil, fmt.Errorf("transfer worker: %w", err)
 	}
-	client, err := river.NewClient(riversqlite.New(d.DB), &river.Config{
+	client, err := river.NewClient(d.DB.River(), &river.Config{
 		ID:                e.instance,
 		Queues:            map[string]river.QueueConfig{queueName: {MaxWorkers: cfg.Workers}},
 		Workers:           workers,
@@ -264,26 +267,15 @@ func (e *Engine) reaper(ctx context.Context) {
 }
 
 func (e *Engine) reap(ctx context.Context) error {
-	tx, err := e.db.sql.BeginTx(ctx, nil)
+	tx, err := e.db.p.DB().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
-	rows, err := tx.QueryContext(ctx, `UPDATE transfers SET lease_owner = '', lease_until = 0, status = 'queued'
-		WHERE status = 'running' AND lease_owner != '' AND lease_until < ? RETURNING id`, micros(time.Now()))
+	ids, err := e.db.p.LeaseReap(ctx, tx, &LeaseReapParams{Now: time.Now()})
 	if err != nil {
-		return fmt.Errorf("reap: %w", err)
+		return err
 	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return fmt.Errorf("reap: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
 	for _, id := range ids {
 		if _, err := e.river.InsertTx(ctx, tx, jobArgs{TransferID: id}, e.insertOpts()); err != nil {
 			return fmt.Errorf("reap: requeue %s: %w", id, err)
@@ -292,6 +284,20 @@ func (e *Engine) reap(ctx context.Context) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("reap: %w", err)
+	}
+	// Canceled while its runner was dying: nobody removed the temporary files yet.
+	canceled, err := e.db.p.LeaseReapCanceled(ctx, &LeaseReapParams{Now: time.Now()})
+	if err != nil {
+		return err
+	}
+	for _, id := range canceled {
+		t, err := e.db.get(ctx, "", id)
+		if err == nil {
+			err = e.cleanupIdle(ctx, t)
+		}
+		if err != nil {
+			e.log.Warn("canceled transfer whose runner stopped: removing temporary files failed", "id", id, "err", err)
+		}
 	}
 	return nil
 }
@@ -322,7 +328,7 @@ func (e *Engine) Submit(ctx context.Context, owner string, req Request) (*Transf
 		SameSystem: req.Source.System == req.Destination.System, IdempotencyKey: req.IdempotencyKey,
 		CreatedAt: now, Deadline: deadline,
 	}
-	tx, err := e.db.sql.BeginTx(ctx, nil)
+	tx, err := e.db.p.DB().BeginTx(ctx, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("submit: %w", err)
 	}
@@ -330,8 +336,8 @@ func (e *Engine) Submit(ctx context.Context, owner string, req Request) (*Transf
 	if err := e.checkQueueQuota(ctx, tx, owner); err != nil {
 		return nil, false, err
 	}
-	if err := e.db.insertTransfer(ctx, tx, t, req); err != nil {
-		if req.IdempotencyKey != "" && strings.Contains(err.Error(), "UNIQUE") {
+	if err := e.db.p.TransferInsert(ctx, tx, &TransferInsertParams{Transfer: t, Request: req}); err != nil {
+		if errors.Is(err, ErrDuplicateKey) {
 			_ = tx.Rollback()
 			if t, ok, err := e.sameKey(ctx, owner, req); ok || err != nil {
 				return t, false, err
@@ -351,7 +357,7 @@ func (e *Engine) Submit(ctx context.Context, owner string, req Request) (*Transf
 
 // sameKey returns the owner's transfer with req's idempotency key, if there is one.
 func (e *Engine) sameKey(ctx context.Context, owner string, req Request) (*Transfer, bool, error) {
-	t, prev, err := e.db.byKey(ctx, owner, req.IdempotencyKey)
+	t, prev, err := e.db.p.TransferGetByKey(ctx, &TransferGetByKeyParams{Owner: owner, Key: req.IdempotencyKey})
 	if errors.Is(err, ErrNotFound) {
 		return nil, false, nil
 	}
@@ -379,12 +385,12 @@ func (e *Engine) Get(ctx context.Context, owner, id string) (*Transfer, error) {
 // optionally only those in status.
 func (e *Engine) List(ctx context.Context, owner string, status Status, limit int) ([]Transfer, error) {
 	if status != "" && !status.valid() {
-		return nil, &FieldError{Field: "status", Message: "must be one of queued, running, succeeded, failed, canceled"}
+		return nil, &FieldError{Field: "status", Message: "must be one of queued, running, retrying, succeeded, failed, canceled"}
 	}
 	if limit <= 0 {
 		limit = 100
 	}
-	ts, err := e.db.list(ctx, owner, status, min(limit, 1000))
+	ts, err := e.db.p.TransferList(ctx, &TransferListParams{Owner: owner, Status: status, Limit: min(limit, 1000)})
 	if err != nil {
 		return nil, err
 	}
@@ -435,30 +441,36 @@ func (e *Engine) Items(ctx context.Context, owner, id string, after int64, limit
 
 // Cancel stops the owner's transfer if it has not finished and removes its temporary files.
 // A run on this instance is interrupted and waited for; a run elsewhere notices at its next
-// heartbeat. It returns the transfer's state afterwards.
+// finished range or heartbeat. It returns the transfer's state afterwards.
 func (e *Engine) Cancel(ctx context.Context, owner, id string) (*Transfer, error) {
 	t, err := e.db.get(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
-	changed, err := e.db.cancel(ctx, owner, id, time.Now())
+	res, err := e.db.p.TransferCancel(ctx, &TransferCancelParams{Owner: owner, ID: id, Now: time.Now()})
 	if err != nil {
 		return nil, err
 	}
-	if changed {
+	if res.Changed {
 		e.mu.Lock()
 		r := e.runs[id]
 		e.mu.Unlock()
-		if r != nil {
+		switch {
+		case r != nil:
 			r.cancel(errUserCanceled)
 			select {
 			case <-r.done:
 			case <-ctx.Done():
 				return nil, fmt.Errorf("cancel %s: waiting for the run to stop: %w", id, ctx.Err())
 			}
-		} else if err := e.cleanupIdle(ctx, t); err != nil {
-			e.log.Warn("transfer canceled; removing temporary files failed", "id", id, "err", err)
+		case !res.LeaseLive:
+			if err := e.cleanupIdle(ctx, t); err != nil {
+				e.log.Warn("transfer canceled; removing temporary files failed", "id", id, "err", err)
+			}
 		}
+		// Otherwise a run on another instance notices at its next range or heartbeat, stops
+		// and removes its temporary files (or, if it died, the reaper does once its lease
+		// expires).
 		e.log.Info("transfer canceled", "id", id, "owner", owner)
 	}
 	return e.Get(ctx, owner, id)

@@ -12,7 +12,8 @@ import (
 // transfers.
 var ErrQuota = errors.New("too many unfinished transfers")
 
-// errOwnerBusy tells the worker that the owner already runs MaxRunningPerOwner transfers here:
+// errOwnerBusy tells the worker that the owner already runs MaxRunningPerOwner transfers (on
+// any instance; live leases in the database are counted):
 // the job is snoozed, so the transfer stays queued without holding a worker.
 var errOwnerBusy = errors.New("the owner's running-transfer limit is reached; snoozed")
 
@@ -20,33 +21,11 @@ var errOwnerBusy = errors.New("the owner's running-transfer limit is reached; sn
 // offers it again (River's scheduler adds up to 5 s).
 const ownerBusySnooze = time.Second
 
-// takeOwnerSlot counts one running transfer of owner on this instance, unless the owner is at
-// MaxRunningPerOwner.
-func (e *Engine) takeOwnerSlot(owner string) (release func(), ok bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.running == nil {
-		e.running = map[string]int{}
-	}
-	if e.running[owner] >= e.cfg.MaxRunningPerOwner {
-		return nil, false
-	}
-	e.running[owner]++
-	return func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if e.running[owner]--; e.running[owner] <= 0 {
-			delete(e.running, owner)
-		}
-	}, true
-}
-
 // checkQueueQuota refuses a new transfer for owner who has MaxQueuedPerOwner unfinished ones.
 func (e *Engine) checkQueueQuota(ctx context.Context, tx *sql.Tx, owner string) error {
-	var n int
-	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM transfers WHERE owner = ? AND status IN ('queued', 'running')`, owner).Scan(&n)
+	n, err := e.db.p.TransferCountUnfinished(ctx, tx, &TransferOwnerParams{Owner: owner})
 	if err != nil {
-		return fmt.Errorf("count unfinished transfers: %w", err)
+		return err
 	}
 	if n >= e.cfg.MaxQueuedPerOwner {
 		return fmt.Errorf("%w: %d queued or running (the limit per user is %d); wait for some to finish or cancel them",

@@ -38,8 +38,7 @@ func isPermanent(err error) bool {
 		return false
 	}
 	if errors.Is(err, errPermanent) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
-		errors.Is(err, sshpool.ErrAuth) || errors.Is(err, sshpool.ErrHostKey) || errors.Is(err, ErrNotFound) ||
-		errors.Is(err, ErrSystem) {
+		sshpool.IsPermanentDialErr(err) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrSystem) {
 		return true
 	}
 	var se *sftp.StatusError

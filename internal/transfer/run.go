@@ -76,17 +76,14 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	if t.Status.Terminal() {
 		return nil
 	}
-	releaseOwner, free := e.takeOwnerSlot(t.Owner)
-	if !free {
-		return errOwnerBusy
-	}
-	defer releaseOwner()
 	now := time.Now()
-	ok, err := e.db.acquireLease(parent, id, e.instance, now, now.Add(e.cfg.LeaseTTL))
-	if err != nil {
+	lease, err := e.db.acquireLease(parent, id, e.instance, now, now.Add(e.cfg.LeaseTTL), e.cfg.MaxRunningPerOwner)
+	switch {
+	case err != nil:
 		return err
-	}
-	if !ok {
+	case lease == LeaseOwnerBusy:
+		return errOwnerBusy
+	case lease != LeaseAcquired:
 		e.log.Info("transfer already has a runner; duplicate job ignored", "id", id)
 		return nil
 	}
@@ -271,11 +268,19 @@ func (r *run) sampleRate() {
 	r.sampleAt, r.sampleBytes = now, done
 }
 
-// sleep waits the backoff for retry n (exponential with jitter), or until ctx ends.
+// sleep waits the backoff for retry n (exponential with jitter), or until ctx ends. The
+// transfer shows status retrying, the last error and the next attempt's time meanwhile.
 func (r *run) sleep(ctx context.Context, n int) error {
 	d := r.e.cfg.RetryBase << min(n, 20)
 	d = min(d, r.e.cfg.RetryMax)
 	d = d/2 + rand.N(d/2+1)
+	msg := "retrying"
+	if le := r.lastError(); le != nil {
+		msg = le.Error()
+	}
+	if err := r.e.db.retrying(context.WithoutCancel(ctx), r.t.ID, r.e.instance, msg, time.Now().Add(d)); err != nil {
+		return dbe(err)
+	}
 	select {
 	case <-time.After(d):
 		return nil
@@ -305,6 +310,9 @@ func (r *run) execute(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := r.e.db.resumed(context.WithoutCancel(ctx), r.t.ID, r.e.instance); err != nil {
+		return dbe(err)
+	}
 	r.startAt = time.Now()
 	r.startBytes = r.bytesDone.Load()
 	for round := 0; ; round++ {
@@ -317,6 +325,9 @@ func (r *run) execute(ctx context.Context) error {
 			r.e.log.Info("transfer retrying", "id", r.t.ID, "pending", len(pending), "round", round, "last_err", r.lastError())
 			if err := r.sleep(ctx, round-1); err != nil {
 				return err
+			}
+			if err := r.e.db.resumed(context.WithoutCancel(ctx), r.t.ID, r.e.instance); err != nil {
+				return dbe(err)
 			}
 		}
 		if err := r.round(ctx, pending); err != nil {
@@ -1368,8 +1379,13 @@ func (r *run) doRange(ctx context.Context, s *stream, it *Item, idx int) error {
 	r.mu.Unlock()
 	r.bytesDone.Add(n)
 	r.e.metrics.bytesWritten.Add(float64(n))
-	if err := r.e.db.rangeDone(context.WithoutCancel(ctx), r.t.ID, it.Seq, idx, done); err != nil {
+	st, err := r.e.db.rangeDone(context.WithoutCancel(ctx), r.t.ID, it.Seq, idx, done, r.bytesRead.Load())
+	if err != nil {
 		return dbe(err)
+	}
+	if st == StatusCanceled { // canceled through any instance: write no further range
+		r.cancel(errUserCanceled)
+		return context.Cause(r.ctx)
 	}
 	return nil
 }

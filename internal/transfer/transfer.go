@@ -29,8 +29,11 @@ type Status string
 
 // Transfer statuses.
 const (
-	StatusQueued    Status = "queued"
-	StatusRunning   Status = "running"
+	StatusQueued  Status = "queued"
+	StatusRunning Status = "running"
+	// StatusRetrying: the run waits to retry after an error (Transfer.Error says which, and
+	// NextAttemptAt when the next try starts).
+	StatusRetrying  Status = "retrying"
 	StatusSucceeded Status = "succeeded"
 	StatusFailed    Status = "failed"
 	StatusCanceled  Status = "canceled"
@@ -43,7 +46,7 @@ func (s Status) Terminal() bool {
 
 func (s Status) valid() bool {
 	switch s {
-	case StatusQueued, StatusRunning, StatusSucceeded, StatusFailed, StatusCanceled:
+	case StatusQueued, StatusRunning, StatusRetrying, StatusSucceeded, StatusFailed, StatusCanceled:
 		return true
 	}
 	return false
@@ -235,7 +238,12 @@ type Transfer struct {
 	RateBytesPerS float64 `json:"rate_bytes_per_s"`
 	ETAS          *int64  `json:"eta_s"`
 	Attempts      int     `json:"attempts"`
-	Error         string  `json:"error"`
+	// Error is why the transfer failed or, while it runs or retries, the last error.
+	Error string `json:"error"`
+	// Retries counts the waits for a retry after errors (setup or rounds), over all runs.
+	Retries int `json:"retries"`
+	// NextAttemptAt is when a retrying transfer tries again.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
 
 	CreatedAt  time.Time  `json:"created_at"`
 	StartedAt  *time.Time `json:"started_at"`

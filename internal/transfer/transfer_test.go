@@ -18,7 +18,7 @@ import (
 // processes and checks it arrives intact, under its final name only, read exactly once.
 func TestLargeFileStripedAndVerified(t *testing.T) {
 	size := int64(1 << 30) // the issue's size; SSHAPI_TEST_QUICK=1 shrinks it for local iteration
-	if os.Getenv("SSHAPI_TEST_QUICK") != "" {
+	if testing.Short() || os.Getenv("SSHAPI_TEST_QUICK") != "" {
 		size = 256 << 20
 	}
 	h := newHarness(t, testConfig())
@@ -489,8 +489,8 @@ func TestReaperResumesOrphanedTransfer(t *testing.T) {
 	}
 	tr := &Transfer{ID: "tr-orphan", Owner: "alice", Status: StatusQueued, Source: req.Source, Destination: req.Destination,
 		Sync: req.Sync, Verify: req.Verify, ChunkSize: req.ChunkSize, CreatedAt: now, Deadline: deadline}
-	tx, _ := sqlDB.BeginTx(t.Context(), nil)
-	if err := (&db{sql: sqlDB}).insertTransfer(t.Context(), tx, tr, req); err != nil {
+	tx, _ := sqlDB.DB().BeginTx(t.Context(), nil)
+	if err := sqlDB.TransferInsert(t.Context(), tx, &TransferInsertParams{Transfer: tr, Request: req}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.ExecContext(t.Context(), `UPDATE transfers SET status = 'running', lease_owner = 'i-dead', lease_until = ? WHERE id = ?`,

@@ -1,0 +1,52 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/sshapi/sshapi/internal/config"
+	"github.com/sshapi/sshapi/internal/store"
+	"github.com/sshapi/sshapi/internal/store/postgres"
+	"github.com/sshapi/sshapi/internal/store/sqlite"
+	"github.com/sshapi/sshapi/internal/transfer"
+)
+
+// IsPostgres reports whether a database setting names a PostgreSQL database (a postgres:// or
+// postgresql:// URL) rather than a SQLite file.
+func IsPostgres(database string) bool {
+	return strings.HasPrefix(database, "postgres://") || strings.HasPrefix(database, "postgresql://")
+}
+
+// OpenDatabases opens (and migrates) the store and the transfer persistence the configuration
+// names: both on one PostgreSQL database for a postgres:// URL, otherwise the SQLite files in
+// the data directory (the store at cfg.Database if set).
+func OpenDatabases(ctx context.Context, cfg config.Config) (store.Store, transfer.Persistence, error) {
+	if IsPostgres(cfg.Database) {
+		db, err := postgres.Open(ctx, cfg.Database)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: %w", err)
+		}
+		tdb, err := transfer.OpenPostgres(ctx, cfg.Database, cfg.Transfer.DBConns)
+		if err != nil {
+			db.Close()
+			return nil, nil, fmt.Errorf("transfer store: %w", err)
+		}
+		return db, tdb, nil
+	}
+	dbPath := cfg.Database
+	if dbPath == "" {
+		dbPath = filepath.Join(cfg.DataDir, DatabaseFile)
+	}
+	db, err := sqlite.Open(ctx, dbPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: %w", err)
+	}
+	tdb, err := transfer.OpenSQLite(ctx, filepath.Join(cfg.DataDir, TransfersFile))
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("transfer store: %w", err)
+	}
+	return db, tdb, nil
+}

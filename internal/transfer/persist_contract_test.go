@@ -1,0 +1,362 @@
+package transfer
+
+import (
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/pgtest"
+)
+
+// sqliteOpener opens a fresh SQLite Persistence per call.
+func sqliteOpener(t *testing.T) Persistence {
+	p, err := OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "transfers.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// TestPersistenceContract runs one contract suite on SQLite and on PostgreSQL.
+func TestPersistenceContract(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, p Persistence)
+	}{
+		{"insert, get, list, duplicate key", contractInsert},
+		{"lease acquire, heartbeat, owner limit", contractLease},
+		{"reap once with concurrent reapers", contractReap},
+		{"cancel, finish keeps canceled", contractCancel},
+		{"retrying carries error, retries and next attempt", contractRetrying},
+		{"plan, items, ranges", contractItems},
+	}
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			open := sqliteOpener
+			if name == "postgres" {
+				open = pgOpener(t) // one cluster, a fresh database per case
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
+			}
+		})
+	}
+}
+
+// pgOpener starts one cluster for t and opens a fresh database per call.
+func pgOpener(t *testing.T) func(t *testing.T) Persistence {
+	cluster := pgtest.New(t)
+	return func(t *testing.T) Persistence {
+		p, err := OpenPostgres(t.Context(), cluster.NewDatabase(t), 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		return p
+	}
+}
+
+// insertQueued adds a queued transfer of owner with an optional idempotency key.
+func insertQueued(t *testing.T, p Persistence, id, owner, key string) (*Transfer, error) {
+	t.Helper()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	req := Request{Source: Endpoint{System: "a", Path: "/src"}, Destination: Endpoint{System: "b", Path: "/dst"}, IdempotencyKey: key}
+	deadline, err := req.normalize(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &Transfer{ID: id, Owner: owner, Status: StatusQueued, Source: req.Source, Destination: req.Destination,
+		Sync: req.Sync, Verify: req.Verify, ChunkSize: req.ChunkSize, IdempotencyKey: key, CreatedAt: now, Deadline: deadline}
+	tx, err := p.DB().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if err := p.TransferInsert(t.Context(), tx, &TransferInsertParams{Transfer: tr, Request: req}); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return tr, nil
+}
+
+func mustInsert(t *testing.T, p Persistence, id, owner, key string) *Transfer {
+	t.Helper()
+	tr, err := insertQueued(t, p, id, owner, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func contractInsert(t *testing.T, p Persistence) {
+	ctx := t.Context()
+	want := mustInsert(t, p, "tr-1", "alice", "k1")
+	mustInsert(t, p, "tr-2", "alice", "")
+	mustInsert(t, p, "tr-3", "bob", "k1") // keys are per owner
+	if _, err := insertQueued(t, p, "tr-4", "alice", "k1"); !errors.Is(err, ErrDuplicateKey) {
+		t.Fatalf("second insert with alice's key: err = %v, want ErrDuplicateKey", err)
+	}
+	got, err := p.TransferGet(ctx, &TransferGetParams{Owner: "alice", ID: "tr-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != want.ID || got.Status != StatusQueued || !got.CreatedAt.Equal(want.CreatedAt) || got.ChunkSize != want.ChunkSize ||
+		got.IdempotencyKey != "k1" || got.Source != want.Source || got.Verify != VerifySHA256 {
+		t.Fatalf("get: %+v, want %+v", got, want)
+	}
+	if _, err := p.TransferGet(ctx, &TransferGetParams{Owner: "bob", ID: "tr-1"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("bob reads alice's transfer: err = %v", err)
+	}
+	byKey, req, err := p.TransferGetByKey(ctx, &TransferGetByKeyParams{Owner: "alice", Key: "k1"})
+	if err != nil || byKey.ID != "tr-1" || req.Destination.Path != "/dst" || req.IdempotencyKey != "k1" {
+		t.Fatalf("by key: %+v %+v %v", byKey, req, err)
+	}
+	list, err := p.TransferList(ctx, &TransferListParams{Owner: "alice", Limit: 10})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %d %v", len(list), err)
+	}
+	tx, _ := p.DB().BeginTx(ctx, nil)
+	n, err := p.TransferCountUnfinished(ctx, tx, &TransferOwnerParams{Owner: "alice"})
+	_ = tx.Rollback()
+	if err != nil || n != 2 {
+		t.Fatalf("unfinished: %d %v", n, err)
+	}
+}
+
+func contractLease(t *testing.T, p Persistence) {
+	ctx := t.Context()
+	mustInsert(t, p, "tr-1", "alice", "")
+	mustInsert(t, p, "tr-2", "alice", "")
+	now := time.Now()
+	acquire := func(id, runner string, at time.Time) LeaseResult {
+		t.Helper()
+		res, err := p.LeaseAcquire(ctx, &LeaseAcquireParams{ID: id, Runner: runner, Now: at, Until: at.Add(time.Minute), MaxRunningPerOwner: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if r := acquire("tr-1", "i-a", now); r != LeaseAcquired {
+		t.Fatalf("first acquire: %v", r)
+	}
+	if r := acquire("tr-1", "i-b", now); r != LeaseTaken {
+		t.Fatalf("acquire of a live lease by another runner: %v", r)
+	}
+	if r := acquire("tr-2", "i-b", now); r != LeaseOwnerBusy {
+		t.Fatalf("alice's second transfer with her limit 1 running: %v", r)
+	}
+	st, held, err := p.LeaseHeartbeat(ctx, &LeaseHeartbeatParams{ID: "tr-1", Runner: "i-a", Until: now.Add(time.Minute),
+		Progress: progress{bytesTotal: 100, bytesDone: 40, streams: 2}})
+	if err != nil || st != StatusRunning || !held {
+		t.Fatalf("heartbeat: %v %v %v", st, held, err)
+	}
+	if _, held, _ := p.LeaseHeartbeat(ctx, &LeaseHeartbeatParams{ID: "tr-1", Runner: "i-b", Until: now}); held {
+		t.Fatal("a runner without the lease is told it holds it")
+	}
+	got, _ := p.TransferGet(ctx, &TransferGetParams{ID: "tr-1"})
+	if got.BytesDone != 40 || got.Streams != 2 || got.Attempts != 1 || got.StartedAt == nil {
+		t.Fatalf("progress saved by the heartbeat: %+v", got)
+	}
+	// After the lease expires another runner takes over.
+	if r := acquire("tr-1", "i-b", now.Add(2*time.Minute)); r != LeaseAcquired {
+		t.Fatalf("acquire after expiry: %v", r)
+	}
+	if err := p.TransferFinish(ctx, &TransferFinishParams{ID: "tr-1", Runner: "i-b", Status: StatusSucceeded, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if r := acquire("tr-1", "i-c", now); r != LeaseTaken {
+		t.Fatalf("acquire of a finished transfer: %v", r)
+	}
+	if r := acquire("tr-2", "i-b", now); r != LeaseAcquired {
+		t.Fatalf("alice's second transfer after the first finished: %v", r)
+	}
+}
+
+func contractReap(t *testing.T, p Persistence) {
+	ctx := t.Context()
+	now := time.Now()
+	for _, id := range []string{"tr-1", "tr-2", "tr-3"} {
+		mustInsert(t, p, id, "alice", "")
+		if r, err := p.LeaseAcquire(ctx, &LeaseAcquireParams{ID: id, Runner: "i-dead", Now: now, Until: now.Add(time.Second)}); err != nil || r != LeaseAcquired {
+			t.Fatal(r, err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			tx, err := p.DB().BeginTx(ctx, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+			ids, err := p.LeaseReap(ctx, tx, &LeaseReapParams{Now: now.Add(time.Minute)})
+			if err == nil {
+				err = tx.Commit()
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			for _, id := range ids {
+				seen[id]++
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(seen) != 3 || seen["tr-1"] != 1 || seen["tr-2"] != 1 || seen["tr-3"] != 1 {
+		t.Fatalf("reaped ids: %v, want each of 3 once", seen)
+	}
+	got, _ := p.TransferGet(ctx, &TransferGetParams{ID: "tr-1"})
+	if got.Status != StatusQueued {
+		t.Fatalf("reaped transfer: %s", got.Status)
+	}
+}
+
+func contractCancel(t *testing.T, p Persistence) {
+	ctx := t.Context()
+	now := time.Now()
+	mustInsert(t, p, "tr-1", "alice", "")
+	mustInsert(t, p, "tr-2", "alice", "")
+	if _, err := p.LeaseAcquire(ctx, &LeaseAcquireParams{ID: "tr-1", Runner: "i-a", Now: now, Until: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := p.TransferCancel(ctx, &TransferCancelParams{Owner: "alice", ID: "tr-1", Now: now})
+	if err != nil || !res.Changed || !res.LeaseLive {
+		t.Fatalf("cancel of a running transfer: %+v %v", res, err)
+	}
+	if res, _ := p.TransferCancel(ctx, &TransferCancelParams{Owner: "alice", ID: "tr-2", Now: now}); !res.Changed || res.LeaseLive {
+		t.Fatalf("cancel of a queued transfer: %+v", res)
+	}
+	if res, _ := p.TransferCancel(ctx, &TransferCancelParams{Owner: "alice", ID: "tr-1", Now: now}); res.Changed {
+		t.Fatal("second cancel changed something")
+	}
+	// The runner on the other instance notices at its next range, then finishes.
+	if err := p.ItemsPlan(ctx, &ItemsPlanParams{ID: "tr-1", Items: []Item{{Seq: 0, Kind: KindFile, Size: 10, Status: ItemPending}}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.RangeDone(ctx, &RangeDoneParams{ID: "tr-1", Seq: 0, Idx: 0, BytesDone: 1}); err != nil || st != StatusCanceled {
+		t.Fatalf("range done after cancel: %v %v, want canceled", st, err)
+	}
+	if err := p.TransferFinish(ctx, &TransferFinishParams{ID: "tr-1", Runner: "i-a", Status: StatusFailed, Error: "x", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := p.TransferGet(ctx, &TransferGetParams{ID: "tr-1"})
+	if got.Status != StatusCanceled || got.Error != "canceled by the user" || got.FinishedAt == nil {
+		t.Fatalf("after finish of a canceled transfer: %+v", got)
+	}
+	// A canceled transfer whose runner died before finishing: its expired lease is reaped once.
+	mustInsert(t, p, "tr-3", "alice", "")
+	if _, err := p.LeaseAcquire(ctx, &LeaseAcquireParams{ID: "tr-3", Runner: "i-dead", Now: now, Until: now.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.TransferCancel(ctx, &TransferCancelParams{Owner: "alice", ID: "tr-3", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := p.LeaseReapCanceled(ctx, &LeaseReapParams{Now: now}); err != nil || len(ids) != 0 {
+		t.Fatalf("reap of a live lease: %v %v", ids, err)
+	}
+	for i, want := range []int{1, 0} {
+		ids, err := p.LeaseReapCanceled(ctx, &LeaseReapParams{Now: now.Add(time.Minute)})
+		if err != nil || len(ids) != want || (want == 1 && ids[0] != "tr-3") {
+			t.Fatalf("reap canceled, round %d: %v %v", i, ids, err)
+		}
+	}
+}
+
+func contractRetrying(t *testing.T, p Persistence) {
+	ctx := t.Context()
+	now := time.Now()
+	mustInsert(t, p, "tr-1", "alice", "")
+	if _, err := p.LeaseAcquire(ctx, &LeaseAcquireParams{ID: "tr-1", Runner: "i-a", Now: now, Until: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	next := now.Add(30 * time.Second).UTC().Truncate(time.Microsecond)
+	for range 2 {
+		if err := p.TransferRetrying(ctx, &TransferRetryingParams{ID: "tr-1", Runner: "i-a", Error: "dial: connection refused", NextAttempt: next}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := p.TransferGet(ctx, &TransferGetParams{Owner: "alice", ID: "tr-1"})
+	if got.Status != StatusRetrying || got.Error != "dial: connection refused" || got.Retries != 2 || got.NextAttemptAt == nil || !got.NextAttemptAt.Equal(next) {
+		t.Fatalf("retrying: %+v", got)
+	}
+	if err := p.TransferRetrying(ctx, &TransferRetryingParams{ID: "tr-1", Runner: "i-other", Error: "x", NextAttempt: next}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.TransferResumed(ctx, &TransferLeaseParams{ID: "tr-1", Runner: "i-a"}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = p.TransferGet(ctx, &TransferGetParams{Owner: "alice", ID: "tr-1"})
+	if got.Status != StatusRunning || got.Retries != 2 || got.NextAttemptAt != nil {
+		t.Fatalf("resumed (a runner without the lease changed nothing): %+v", got)
+	}
+}
+
+func contractItems(t *testing.T, p Persistence) {
+	ctx := t.Context()
+	mustInsert(t, p, "tr-1", "alice", "")
+	items := []Item{
+		{Seq: 0, Kind: KindDir, Source: "/s", Destination: "/d", Status: ItemPending, mode: 0o755},
+		{Seq: 1, Kind: KindFile, Source: "/s/a", Destination: "/d/a", Size: 100, Status: ItemPending, mtime: 1700000000, mode: 0o640},
+		{Seq: 2, Kind: KindSymlink, Source: "/s/l", Destination: "/d/l", Status: ItemPending, linkTarget: "a"},
+	}
+	for range 2 { // a second plan replaces the first
+		if err := p.ItemsPlan(ctx, &ItemsPlanParams{ID: "tr-1", Items: items, Streams: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := p.ItemsList(ctx, &ItemsListParams{ID: "tr-1", After: -1})
+	if err != nil || len(got) != 3 || got[1].mode != 0o640 || got[1].mtime != 1700000000 || got[2].linkTarget != "a" {
+		t.Fatalf("items: %+v %v", got, err)
+	}
+	tr, _ := p.TransferGet(ctx, &TransferGetParams{ID: "tr-1"})
+	if !tr.planned || tr.BytesTotal != 100 || tr.FilesTotal != 1 || tr.Streams != 4 {
+		t.Fatalf("plan totals: %+v", tr)
+	}
+	for _, idx := range []int{0, 1, 1} { // recording a range twice is harmless
+		st, err := p.RangeDone(ctx, &RangeDoneParams{ID: "tr-1", Seq: 1, Idx: idx, BytesDone: int64(idx+1) * 50, BytesRead: int64(idx+1) * 70})
+		if err != nil || st != StatusQueued {
+			t.Fatalf("range done: %v %v", st, err)
+		}
+	}
+	if _, err := p.RangeDone(ctx, &RangeDoneParams{ID: "tr-1", Seq: 1, Idx: 0, BytesDone: 100, BytesRead: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if tr, _ := p.TransferGet(ctx, &TransferGetParams{ID: "tr-1"}); tr.BytesRead != 140 {
+		t.Fatalf("bytes_read after ranges: %d, want the largest reported (140)", tr.BytesRead)
+	}
+	rs, err := p.RangesList(ctx, &TransferGetParams{ID: "tr-1"})
+	if err != nil || len(rs[1]) != 2 {
+		t.Fatalf("ranges: %v %v", rs, err)
+	}
+	it := got[1]
+	it.Status, it.staged, it.SHA256, it.Attempts, it.BytesDone = ItemDone, true, "abc", 2, 100
+	if err := p.ItemsSave(ctx, &ItemsSaveParams{ID: "tr-1", Items: []*Item{&it}}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := p.ItemsList(ctx, &ItemsListParams{ID: "tr-1", After: -1, Status: ItemDone})
+	if err != nil || len(done) != 1 || !done[0].staged || done[0].SHA256 != "abc" || done[0].BytesDone != 100 {
+		t.Fatalf("saved item: %+v %v", done, err)
+	}
+	if err := p.RangesReset(ctx, &RangesResetParams{ID: "tr-1", Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := p.RangesList(ctx, &TransferGetParams{ID: "tr-1"}); len(rs) != 0 {
+		t.Fatalf("ranges after reset: %v", rs)
+	}
+}

@@ -1,0 +1,532 @@
+package transfer
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river/riverdriver"
+)
+
+// sqlDB implements Persistence with portable SQL on database/sql; dialect holds what differs
+// between SQLite and PostgreSQL (placeholders, typed conflicts, locking, River's driver).
+type sqlDB struct {
+	db *sql.DB
+	d  dialect
+}
+
+// dialect is one database's differences.
+type dialect struct {
+	name string
+	// numbered placeholders ($1) instead of ?.
+	numbered bool
+	// isUnique reports whether err is the driver's unique-constraint error.
+	isUnique func(err error) bool
+	// lockOwner serialises lease decisions for one owner within tx (PostgreSQL: an advisory
+	// transaction lock; SQLite: nothing, its one connection already does).
+	lockOwner func(ctx context.Context, tx *sql.Tx, owner string) error
+	river     riverdriver.Driver[*sql.Tx]
+}
+
+var _ Persistence = (*sqlDB)(nil)
+
+func (s *sqlDB) DB() *sql.DB                        { return s.db }
+func (s *sqlDB) River() riverdriver.Driver[*sql.Tx] { return s.d.river }
+func (s *sqlDB) Close() error                       { return s.db.Close() }
+
+// q rewrites ? placeholders for the dialect (no statement here has ? inside a literal).
+func (s *sqlDB) q(query string) string {
+	if !s.d.numbered {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+// unfinished is the SQL list of statuses that are not terminal.
+const unfinished = `('queued', 'running', 'retrying')`
+
+const transferCols = `id, owner, COALESCE(idem_key, ''), status, error, src_system, src_path, dst_system, dst_path,
+	recursive, sync, verify, streams, chunk_size, same_system, bytes_total, bytes_done, files_total, files_done,
+	files_failed, files_skipped, bytes_read, rate, attempts, created_at, started_at, finished_at, deadline,
+	streams_req, planned, retries, next_attempt_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
+func scanTransfer(s scanner) (*Transfer, error) {
+	var t Transfer
+	var created, deadline int64
+	var started, finished, next sql.NullInt64
+	err := s.Scan(&t.ID, &t.Owner, &t.IdempotencyKey, &t.Status, &t.Error, &t.Source.System, &t.Source.Path,
+		&t.Destination.System, &t.Destination.Path, &t.Recursive, &t.Sync, &t.Verify, &t.Streams, &t.ChunkSize,
+		&t.SameSystem, &t.BytesTotal, &t.BytesDone, &t.FilesTotal, &t.FilesDone, &t.FilesFailed, &t.FilesSkipped,
+		&t.BytesRead, &t.RateBytesPerS, &t.Attempts, &created, &started, &finished, &deadline, &t.streamsReq, &t.planned,
+		&t.Retries, &next)
+	if err != nil {
+		return nil, err
+	}
+	t.CreatedAt, t.Deadline = fromMicros(created), fromMicros(deadline)
+	opt := func(v sql.NullInt64) *time.Time {
+		if !v.Valid {
+			return nil
+		}
+		tm := fromMicros(v.Int64)
+		return &tm
+	}
+	t.StartedAt, t.FinishedAt = opt(started), opt(finished)
+	if t.Status == StatusRetrying {
+		t.NextAttemptAt = opt(next)
+	}
+	return &t, nil
+}
+
+func (s *sqlDB) TransferInsert(ctx context.Context, tx *sql.Tx, p *TransferInsertParams) error {
+	t := p.Transfer
+	reqJSON, err := json.Marshal(p.Request)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	var key any
+	if t.IdempotencyKey != "" {
+		key = t.IdempotencyKey
+	}
+	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO transfers (id, owner, idem_key, request, status, src_system, src_path,
+		dst_system, dst_path, recursive, sync, verify, streams_req, chunk_size, same_system, created_at, deadline)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		t.ID, t.Owner, key, string(reqJSON), string(t.Status), t.Source.System, t.Source.Path, t.Destination.System,
+		t.Destination.Path, t.Recursive, string(t.Sync), string(t.Verify), p.Request.Streams, t.ChunkSize, t.SameSystem,
+		micros(t.CreatedAt), micros(t.Deadline))
+	if err != nil && key != nil && s.d.isUnique(err) {
+		return fmt.Errorf("insert transfer: %w: %w", ErrDuplicateKey, err)
+	}
+	if err != nil {
+		return fmt.Errorf("insert transfer: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlDB) TransferCountUnfinished(ctx context.Context, tx *sql.Tx, p *TransferOwnerParams) (int, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM transfers WHERE owner = ? AND status IN `+unfinished), p.Owner).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count unfinished transfers: %w", err)
+	}
+	return n, nil
+}
+
+func (s *sqlDB) TransferGetByKey(ctx context.Context, p *TransferGetByKeyParams) (*Transfer, Request, error) {
+	row := s.db.QueryRowContext(ctx, s.q(`SELECT `+transferCols+`, request FROM transfers WHERE owner = ? AND idem_key = ?`), p.Owner, p.Key)
+	var req string
+	t, err := scanTransfer(scanFunc(func(dest ...any) error { return row.Scan(append(dest, &req)...) }))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, Request{}, fmt.Errorf("%w: key %q", ErrNotFound, p.Key)
+	}
+	if err != nil {
+		return nil, Request{}, fmt.Errorf("load transfer by key: %w", err)
+	}
+	var r Request
+	if err := json.Unmarshal([]byte(req), &r); err != nil {
+		return nil, Request{}, fmt.Errorf("decode stored request: %w", err)
+	}
+	return t, r, nil
+}
+
+func (s *sqlDB) TransferGet(ctx context.Context, p *TransferGetParams) (*Transfer, error) {
+	q := `SELECT ` + transferCols + ` FROM transfers WHERE id = ?`
+	args := []any{p.ID}
+	if p.Owner != "" {
+		q += ` AND owner = ?`
+		args = append(args, p.Owner)
+	}
+	t, err := scanTransfer(s.db.QueryRowContext(ctx, s.q(q), args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, p.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load transfer: %w", err)
+	}
+	return t, nil
+}
+
+func (s *sqlDB) TransferList(ctx context.Context, p *TransferListParams) ([]Transfer, error) {
+	q := `SELECT ` + transferCols + ` FROM transfers WHERE owner = ?`
+	args := []any{p.Owner}
+	if p.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, string(p.Status))
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, p.Limit)
+	rows, err := s.db.QueryContext(ctx, s.q(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list transfers: %w", err)
+	}
+	defer rows.Close()
+	out := []Transfer{}
+	for rows.Next() {
+		t, err := scanTransfer(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list transfers: %w", err)
+		}
+		out = append(out, *t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list transfers: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlDB) TransferCancel(ctx context.Context, p *TransferCancelParams) (CancelResult, error) {
+	var holder string
+	var until int64
+	err := s.db.QueryRowContext(ctx, s.q(`UPDATE transfers SET status = 'canceled', error = 'canceled by the user',
+		finished_at = ?, next_attempt_at = NULL WHERE id = ? AND owner = ? AND status IN `+unfinished+`
+		RETURNING lease_owner, lease_until`), micros(p.Now), p.ID, p.Owner).Scan(&holder, &until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return CancelResult{}, nil
+	}
+	if err != nil {
+		return CancelResult{}, fmt.Errorf("cancel transfer: %w", err)
+	}
+	return CancelResult{Changed: true, LeaseLive: holder != "" && until >= micros(p.Now)}, nil
+}
+
+func (s *sqlDB) TransferFinish(ctx context.Context, p *TransferFinishParams) error {
+	var finished any
+	if p.Status.Terminal() {
+		finished = micros(p.Now)
+	}
+	pr := p.Progress
+	_, err := s.db.ExecContext(ctx, s.q(`UPDATE transfers SET status = CASE WHEN status = 'canceled' THEN status ELSE ? END,
+		error = CASE WHEN status = 'canceled' THEN error ELSE ? END,
+		finished_at = CASE WHEN status = 'canceled' THEN COALESCE(finished_at, ?) ELSE ? END,
+		lease_owner = '', lease_until = 0, next_attempt_at = NULL,
+		bytes_total = ?, bytes_done = ?, bytes_read = ?, files_total = ?, files_done = ?, files_failed = ?,
+		files_skipped = ?, rate = ?, streams = ? WHERE id = ? AND (lease_owner = ? OR lease_owner = '')`),
+		string(p.Status), p.Error, micros(p.Now), finished, pr.bytesTotal, pr.bytesDone, pr.bytesRead, pr.filesTotal,
+		pr.filesDone, pr.filesFailed, pr.filesSkipped, pr.rate, pr.streams, p.ID, p.Runner)
+	if err != nil {
+		return fmt.Errorf("finish transfer: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlDB) TransferRetrying(ctx context.Context, p *TransferRetryingParams) error {
+	_, err := s.db.ExecContext(ctx, s.q(`UPDATE transfers SET status = 'retrying', error = ?, retries = retries + 1,
+		next_attempt_at = ? WHERE id = ? AND lease_owner = ? AND status IN ('running', 'retrying')`),
+		p.Error, micros(p.NextAttempt), p.ID, p.Runner)
+	if err != nil {
+		return fmt.Errorf("record retry: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlDB) TransferResumed(ctx context.Context, p *TransferLeaseParams) error {
+	_, err := s.db.ExecContext(ctx, s.q(`UPDATE transfers SET status = 'running', next_attempt_at = NULL
+		WHERE id = ? AND lease_owner = ? AND status = 'retrying'`), p.ID, p.Runner)
+	if err != nil {
+		return fmt.Errorf("record resume: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlDB) LeaseAcquire(ctx context.Context, p *LeaseAcquireParams) (LeaseResult, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("acquire lease: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	var owner, holder string
+	var status Status
+	var until int64
+	err = tx.QueryRowContext(ctx, s.q(`SELECT owner, status, lease_owner, lease_until FROM transfers WHERE id = ?`), p.ID).
+		Scan(&owner, &status, &holder, &until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return LeaseTaken, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("acquire lease: %w", err)
+	}
+	if status.Terminal() {
+		return LeaseTaken, nil
+	}
+	if err := s.d.lockOwner(ctx, tx, owner); err != nil {
+		return 0, fmt.Errorf("acquire lease: lock owner: %w", err)
+	}
+	if p.MaxRunningPerOwner > 0 {
+		var n int
+		err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM transfers WHERE owner = ? AND id != ?
+			AND status IN ('running', 'retrying') AND lease_owner != '' AND lease_until >= ?`), owner, p.ID, micros(p.Now)).Scan(&n)
+		if err != nil {
+			return 0, fmt.Errorf("acquire lease: count running: %w", err)
+		}
+		if n >= p.MaxRunningPerOwner {
+			return LeaseOwnerBusy, nil
+		}
+	}
+	res, err := tx.ExecContext(ctx, s.q(`UPDATE transfers SET lease_owner = ?, lease_until = ?, status = 'running',
+		attempts = attempts + 1, started_at = COALESCE(started_at, ?), error = '', next_attempt_at = NULL
+		WHERE id = ? AND status IN `+unfinished+` AND (lease_owner = '' OR lease_owner = ? OR lease_until < ?)`),
+		p.Runner, micros(p.Until), micros(p.Now), p.ID, p.Runner, micros(p.Now))
+	if err != nil {
+		return 0, fmt.Errorf("acquire lease: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return LeaseTaken, nil
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("acquire lease: %w", err)
+	}
+	return LeaseAcquired, nil
+}
+
+func (s *sqlDB) LeaseHeartbeat(ctx context.Context, p *LeaseHeartbeatParams) (Status, bool, error) {
+	var st Status
+	pr := p.Progress
+	// Only the lease holder's progress is saved: a runner that lost its lease must not
+	// overwrite the figures of the one that took over.
+	err := s.db.QueryRowContext(ctx, s.q(`UPDATE transfers SET lease_until = ?,
+		bytes_total = ?, bytes_done = ?, bytes_read = ?, files_total = ?, files_done = ?, files_failed = ?,
+		files_skipped = ?, rate = ?, streams = ? WHERE id = ? AND lease_owner = ? RETURNING status`),
+		micros(p.Until), pr.bytesTotal, pr.bytesDone, pr.bytesRead, pr.filesTotal, pr.filesDone, pr.filesFailed,
+		pr.filesSkipped, pr.rate, pr.streams, p.ID, p.Runner).Scan(&st)
+	if err == nil {
+		return st, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", false, fmt.Errorf("heartbeat: %w", err)
+	}
+	if err := s.db.QueryRowContext(ctx, s.q(`SELECT status FROM transfers WHERE id = ?`), p.ID).Scan(&st); err != nil {
+		return "", false, fmt.Errorf("heartbeat: %w", err)
+	}
+	return st, false, nil
+}
+
+func (s *sqlDB) LeaseReap(ctx context.Context, tx *sql.Tx, p *LeaseReapParams) ([]string, error) {
+	// One statement: concurrent reapers on PostgreSQL re-check the WHERE on the row after the
+	// first one's update commits (READ COMMITTED), so each expired lease is reaped once.
+	rows, err := tx.QueryContext(ctx, s.q(`UPDATE transfers SET lease_owner = '', lease_until = 0, status = 'queued',
+		next_attempt_at = NULL WHERE status IN ('running', 'retrying') AND lease_owner != '' AND lease_until < ? RETURNING id`),
+		micros(p.Now))
+	if err != nil {
+		return nil, fmt.Errorf("reap: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("reap: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reap: %w", err)
+	}
+	return ids, nil
+}
+
+func (s *sqlDB) LeaseReapCanceled(ctx context.Context, p *LeaseReapParams) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`UPDATE transfers SET lease_owner = '', lease_until = 0
+		WHERE status = 'canceled' AND lease_owner != '' AND lease_until < ? RETURNING id`), micros(p.Now))
+	if err != nil {
+		return nil, fmt.Errorf("reap canceled: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("reap canceled: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+func (s *sqlDB) ItemsPlan(ctx context.Context, p *ItemsPlanParams) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store plan: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM transfer_items WHERE transfer_id = ?`), p.ID); err != nil {
+		return fmt.Errorf("store plan: %w", err)
+	}
+	const batch = 200
+	var total, files int64
+	for start := 0; start < len(p.Items); start += batch {
+		end := min(start+batch, len(p.Items))
+		var sb strings.Builder
+		sb.WriteString(`INSERT INTO transfer_items (transfer_id, seq, kind, src, dst, size, mtime, mode, link_target, status) VALUES `)
+		args := make([]any, 0, (end-start)*10)
+		for i, it := range p.Items[start:end] {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			sb.WriteString("(?,?,?,?,?,?,?,?,?,?)")
+			args = append(args, p.ID, it.Seq, string(it.Kind), it.Source, it.Destination, it.Size, it.mtime, int64(it.mode),
+				it.linkTarget, string(it.Status))
+		}
+		if _, err := tx.ExecContext(ctx, s.q(sb.String()), args...); err != nil {
+			return fmt.Errorf("store plan: %w", err)
+		}
+	}
+	for _, it := range p.Items {
+		if it.Kind == KindFile {
+			total += it.Size
+			files++
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE transfers SET planned = ?, bytes_total = ?, files_total = ?, streams = ? WHERE id = ?`),
+		true, total, files, p.Streams, p.ID); err != nil {
+		return fmt.Errorf("store plan: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store plan: %w", err)
+	}
+	return nil
+}
+
+const itemCols = `seq, kind, src, dst, size, mtime, mode, link_target, status, bytes_done, attempts, error, sha256, staged`
+
+func scanItem(s scanner) (Item, error) {
+	var it Item
+	var mode int64
+	err := s.Scan(&it.Seq, &it.Kind, &it.Source, &it.Destination, &it.Size, &it.mtime, &mode, &it.linkTarget,
+		&it.Status, &it.BytesDone, &it.Attempts, &it.Error, &it.SHA256, &it.staged)
+	it.mode = uint32(mode)
+	return it, err
+}
+
+func (s *sqlDB) ItemsList(ctx context.Context, p *ItemsListParams) ([]Item, error) {
+	q := `SELECT ` + itemCols + ` FROM transfer_items WHERE transfer_id = ? AND seq > ?`
+	args := []any{p.ID, p.After}
+	if p.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, string(p.Status))
+	}
+	q += ` ORDER BY seq`
+	if p.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, p.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("load items: %w", err)
+	}
+	defer rows.Close()
+	out := []Item{}
+	for rows.Next() {
+		it, err := scanItem(rows)
+		if err != nil {
+			return nil, fmt.Errorf("load items: %w", err)
+		}
+		out = append(out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load items: %w", err)
+	}
+	return out, nil
+}
+
+func (s *sqlDB) RangesList(ctx context.Context, p *TransferGetParams) (map[int64]map[int]bool, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT seq, idx FROM transfer_ranges WHERE transfer_id = ?`), p.ID)
+	if err != nil {
+		return nil, fmt.Errorf("load ranges: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]map[int]bool{}
+	for rows.Next() {
+		var seq int64
+		var idx int
+		if err := rows.Scan(&seq, &idx); err != nil {
+			return nil, fmt.Errorf("load ranges: %w", err)
+		}
+		if out[seq] == nil {
+			out[seq] = map[int]bool{}
+		}
+		out[seq][idx] = true
+	}
+	return out, rows.Err()
+}
+
+func (s *sqlDB) RangeDone(ctx context.Context, p *RangeDoneParams) (Status, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return "", fmt.Errorf("record range: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO transfer_ranges (transfer_id, seq, idx) VALUES (?, ?, ?)
+		ON CONFLICT DO NOTHING`), p.ID, p.Seq, p.Idx); err != nil {
+		return "", fmt.Errorf("record range: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE transfer_items SET bytes_done = ? WHERE transfer_id = ? AND seq = ?`),
+		p.BytesDone, p.ID, p.Seq); err != nil {
+		return "", fmt.Errorf("record range: %w", err)
+	}
+	var st Status
+	if err := tx.QueryRowContext(ctx, s.q(`UPDATE transfers SET bytes_read = CASE WHEN ? > bytes_read THEN ? ELSE bytes_read END
+		WHERE id = ? RETURNING status`), p.BytesRead, p.BytesRead, p.ID).Scan(&st); err != nil {
+		return "", fmt.Errorf("record range: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return "", fmt.Errorf("record range: %w", err)
+	}
+	return st, nil
+}
+
+func (s *sqlDB) RangesReset(ctx context.Context, p *RangesResetParams) error {
+	if _, err := s.db.ExecContext(ctx, s.q(`DELETE FROM transfer_ranges WHERE transfer_id = ? AND seq = ?`), p.ID, p.Seq); err != nil {
+		return fmt.Errorf("reset ranges: %w", err)
+	}
+	return nil
+}
+
+func (s *sqlDB) ItemsSave(ctx context.Context, p *ItemsSaveParams) error {
+	if len(p.Items) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("save items: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	stmt, err := tx.PrepareContext(ctx, s.q(`UPDATE transfer_items SET status = ?, size = ?, mtime = ?, bytes_done = ?,
+		attempts = ?, error = ?, sha256 = ?, staged = ? WHERE transfer_id = ? AND seq = ?`))
+	if err != nil {
+		return fmt.Errorf("save items: %w", err)
+	}
+	defer stmt.Close()
+	for _, it := range p.Items {
+		if _, err := stmt.ExecContext(ctx, string(it.Status), it.Size, it.mtime, it.BytesDone, it.Attempts, it.Error, it.SHA256,
+			it.staged, p.ID, it.Seq); err != nil {
+			return fmt.Errorf("save items: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("save items: %w", err)
+	}
+	return nil
+}
