@@ -19,6 +19,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/sshpool"
 )
 
 // File routes. In URLs the path after the operation is absolute ("ls/scratch/x" is /scratch/x);
@@ -34,6 +35,12 @@ const defaultListLimit = 10_000
 // request); otherwise the connection's shared SFTP channel is borrowed. Idempotent calls are
 // retried once on a fresh connection if the connection died under them.
 func (s *Server) fsCall(r *http.Request, bulk, idempotent bool, fn func(fsys *files.FS) error) error {
+	return s.fsCallWith(r, bulk, idempotent, func(fsys *files.FS, _ sshpool.Target, _ *sftp.Client) error { return fn(fsys) })
+}
+
+// fsCallWith is fsCall whose fn also gets the target and the SFTP client under fsys, for
+// striped transfers that lease further channels to the same system.
+func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error) error {
 	d, err := s.decide(r)
 	if err != nil {
 		return err
@@ -59,8 +66,8 @@ func (s *Server) fsCall(r *http.Request, bulk, idempotent bool, fn func(fsys *fi
 			}
 			client, done = lease.Client, lease.Done
 		}
-		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, Within: d.Within, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0)})
-		err = fn(fsys)
+		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, Within: d.Within, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0), ListCommand: !s.cfg.ListSFTPOnly})
+		err = fn(fsys, t, client)
 		done(err)
 		if err == nil || !errors.Is(err, files.ErrConnection) || i+1 >= attempts {
 			return err
@@ -168,7 +175,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, l)
+		writeListing(w, l)
 		return nil
 	})
 }
@@ -213,20 +220,20 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badField("archive", "must be tar, tar.gz or zip")
 	}
-	return s.fsCall(r, true, false, func(fsys *files.FS) error {
+	return s.fsCallWith(r, true, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
 		p := urlPath(r)
 		e, err := fsys.Stat(r.Context(), p, true)
 		if err != nil {
 			return err
 		}
-		// Every write of the body has a deadline: a client that stops reading releases the SFTP
-		// channel after StreamWriteTimeout.
-		dw := s.newDeadlineWriter(w, time.Time{})
-		defer dw.done()
 		if e.Type == files.TypeDir {
 			if archive == "" {
 				return errStatus(http.StatusConflict, "%s is a directory: add ?archive=tar, tar.gz or zip to download it", e.Path)
 			}
+			// Every write of the body has a deadline: a client that stops reading releases the
+			// SFTP channel after StreamWriteTimeout.
+			dw := s.newDeadlineWriter(w, time.Time{})
+			defer dw.done()
 			types := map[string]string{"tar": "application/x-tar", "tar.gz": "application/gzip", "zip": "application/zip"}
 			w.Header().Set("Content-Type", types[archive])
 			w.Header().Set("Content-Disposition", contentDisposition(path.Base(e.Path)+"."+archive))
@@ -234,6 +241,12 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 			// Errors after the headers cannot change the status; the archive is then truncated
 			// and invalid, which archive readers detect.
 			return fsys.WriteArchive(r.Context(), p, archive, dw)
+		}
+		// A large file (or large ranges of one) on a long path is read over several channels at
+		// once.
+		if st := s.stripes(r.Context(), t, c, wantedBytes(r, e.Size)); st != nil {
+			defer st.release()
+			return s.serveStriped(w, r, fsys, p, st)
 		}
 		br, release, err := s.downloadBuffer(r.Context())
 		if err != nil {
@@ -245,18 +258,27 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		defer f.Close()
-		w.Header().Set("ETag", etag(e))
-		w.Header().Set("Content-Disposition", contentDisposition(path.Base(e.Path)))
-		w.Header().Set("Accept-Ranges", "bytes")
-		if w.Header().Get("Content-Type") == "" {
-			w.Header().Set("Content-Type", "application/octet-stream")
-		}
-		http.ServeContent(deadlineResponse{ResponseWriter: w, dw: dw}, r, "", e.ModTime, newPipelinedReader(f, br, e.Size))
-		if err := dw.Err(); err != nil {
-			return fmt.Errorf("download abandoned by the client: %w", err)
-		}
-		return nil
+		return s.serveFile(w, r, e, newPipelinedReader(f, br, e.Size))
 	})
+}
+
+// serveFile sends a regular file's content with http.ServeContent (Range, ETag, conditional
+// requests). Every write of the body has a deadline: a client that stops reading releases the
+// SFTP channels after StreamWriteTimeout.
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, e *files.Entry, content io.ReadSeeker) error {
+	dw := s.newDeadlineWriter(w, time.Time{})
+	defer dw.done()
+	w.Header().Set("ETag", etag(e))
+	w.Header().Set("Content-Disposition", contentDisposition(path.Base(e.Path)))
+	w.Header().Set("Accept-Ranges", "bytes")
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/octet-stream")
+	}
+	http.ServeContent(deadlineResponse{ResponseWriter: w, dw: dw}, r, "", e.ModTime, content)
+	if err := dw.Err(); err != nil {
+		return fmt.Errorf("download abandoned by the client: %w", err)
+	}
+	return nil
 }
 
 // uploadOptions reads the PUT/POST query: overwrite, parents, mode, sha256 (or X-Checksum-Sha256).
@@ -298,7 +320,12 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	}
 	body, done := s.idleBody(w, r)
 	defer done()
-	return body.err(s.fsCall(r, true, false, func(fsys *files.FS) error {
+	return body.err(s.fsCallWith(r, true, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
+		// A large body on a long path is written over several channels at once.
+		if st := s.stripes(r.Context(), t, c, r.ContentLength); st != nil {
+			defer st.release()
+			opts.Stripes, opts.Buffers = st.clients, st.bufs
+		}
 		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
 		if err != nil {
 			return uploadErr(err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,18 +93,54 @@ func BenchmarkListing10k(b *testing.B) {
 	}
 	chownTree(b, dir, be.srv.User)
 	tok := be.token("alice")
-	b.Run("sshapi-json", func(b *testing.B) {
-		var buf bytes.Buffer
-		for b.Loop() {
-			buf.Reset()
-			be.get(b, http.DefaultClient, tok, "/v1/systems/hpc/ls/"+remote(dir), &buf)
+	for _, sftpOnly := range []bool{false, true} {
+		name := "sshapi-json"
+		if sftpOnly {
+			name += "-sftp-only"
 		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "listings/s")
-	})
-	for _, ls := range []string{"ls", "ls -la"} {
-		b.Run("openssh-mux-"+strings.ReplaceAll(ls, " ", ""), func(b *testing.B) {
+		b.Run(name, func(b *testing.B) {
+			be.api.cfg.ListSFTPOnly = sftpOnly // no request is in flight
+			defer func() { be.api.cfg.ListSFTPOnly = false }()
+			var buf bytes.Buffer
 			for b.Loop() {
-				be.muxSSH(b, ls+" "+dir)
+				buf.Reset()
+				be.get(b, http.DefaultClient, tok, "/v1/systems/hpc/ls/"+remote(dir), &buf)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "listings/s")
+		})
+	}
+	// 50 listings in flight at once: throughput.
+	for _, sftpOnly := range []bool{false, true} {
+		name := "sshapi-json-c50"
+		if sftpOnly {
+			name += "-sftp-only"
+		}
+		b.Run(name, func(b *testing.B) {
+			be.api.cfg.ListSFTPOnly = sftpOnly // no request is in flight
+			defer func() { be.api.cfg.ListSFTPOnly = false }()
+			b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				var buf bytes.Buffer
+				for pb.Next() {
+					buf.Reset()
+					be.get(b, http.DefaultClient, tok, "/v1/systems/hpc/ls/"+remote(dir), &buf)
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "listings/s")
+		})
+	}
+	for _, ls := range []string{"ls", "ls -la", `find -H %s -mindepth 1 -maxdepth 1 -printf '%%f\0%%y%%m\0%%s\0%%T@\0%%U\0%%G\0%%l\0'`} {
+		name := strings.ReplaceAll(ls, " ", "")
+		if strings.HasPrefix(ls, "find") {
+			name = "find-printf"
+		}
+		b.Run("openssh-mux-"+name, func(b *testing.B) {
+			for b.Loop() {
+				if strings.Contains(ls, "%s") {
+					be.muxSSH(b, fmt.Sprintf(ls, dir))
+				} else {
+					be.muxSSH(b, ls+" "+dir)
+				}
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "listings/s")
 		})

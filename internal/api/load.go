@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sshapi/sshapi/internal/bench"
 	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/openloop"
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
 
@@ -84,11 +84,11 @@ func (s *Server) paperLoad(w http.ResponseWriter, r *http.Request) error {
 		}
 		switch {
 		case res.TimedOut:
-			return &bench.KindError{K: "timeout", Msg: "the command ran longer than its timeout and was killed"}
+			return &openloop.KindError{K: "timeout", Msg: "the command ran longer than its timeout and was killed"}
 		case res.ExitStatus == nil:
-			return &bench.ExitError{Status: -1}
+			return &openloop.ExitError{Status: -1}
 		case *res.ExitStatus != 0:
-			return &bench.ExitError{Status: *res.ExitStatus}
+			return &openloop.ExitError{Status: *res.ExitStatus}
 		}
 		return nil
 	}
@@ -97,13 +97,13 @@ func (s *Server) paperLoad(w http.ResponseWriter, r *http.Request) error {
 		detail = detail[:200] + "…"
 	}
 	s.audit(r, "load.run", body.Name, detail)
-	plan := bench.Plan{Rate: body.Rate, Duration: duration, MaxInFlight: loadMaxInFlight, Timeout: loadTimeout + 5*time.Second, Drain: loadDrain}
-	rec, err := bench.Run(r.Context(), plan, op)
+	plan := openloop.Plan{Rate: body.Rate, Duration: duration, MaxInFlight: loadMaxInFlight, Timeout: loadTimeout + 5*time.Second, Drain: loadDrain}
+	rec, err := openloop.Run(r.Context(), plan, op)
 	if err != nil {
 		return err // the caller went away
 	}
 	sum := rec.Summary()
-	sum.Target, sum.Scenario, sum.Command, sum.Rate, sum.DurationS = "sshapi (in server)", bench.ScenarioLoad, body.Command, body.Rate, duration.Seconds()
+	sum.Target, sum.Scenario, sum.Command, sum.Rate, sum.DurationS = "sshapi (in server)", openloop.ScenarioLoad, body.Command, body.Rate, duration.Seconds()
 	writeJSON(w, http.StatusOK, sum)
 	return nil
 }
@@ -127,5 +127,5 @@ func loadError(err error) error {
 	default:
 		return err
 	}
-	return &bench.KindError{K: kind, Msg: err.Error()}
+	return &openloop.KindError{K: kind, Msg: err.Error()}
 }

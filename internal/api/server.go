@@ -57,12 +57,30 @@ type Config struct {
 	// DownloadBufferBudgetBytes is the memory all download buffers may hold at once; further
 	// downloads wait for a buffer (default 64 MiB, i.e. 64 concurrent downloads).
 	DownloadBufferBudgetBytes int64 `yaml:"download_buffer_budget_bytes" env:"DOWNLOAD_BUFFER_BUDGET_BYTES"`
+	// StripeMinBytes: a download or upload (by Content-Length) at least this large is striped
+	// over several SFTP channels when the measured RTT calls for more than one (default 16 MiB).
+	// Its chunk buffers (two per channel, DownloadBufferBytes each) come from the download
+	// budget, as far as it has room; otherwise the transfer uses one channel.
+	StripeMinBytes int64 `yaml:"stripe_min_bytes" env:"STRIPE_MIN_BYTES"`
+	// StripeMaxChannels caps the SFTP channels of one striped download or upload (default 8;
+	// 1 disables striping).
+	StripeMaxChannels int `yaml:"stripe_max_channels" env:"STRIPE_MAX_CHANNELS"`
+	// StripeLinkRate is the bandwidth in bytes/s assumed when choosing the channel count from
+	// the RTT: channels = StripeLinkRate × RTT / 2 MiB (default 1.25e9, 10 Gbit/s).
+	StripeLinkRate float64 `yaml:"stripe_link_rate" env:"STRIPE_LINK_RATE"`
+	// StripeMinRTT: below this measured round-trip time transfers are never striped (default
+	// 5ms: one 2 MiB window per 5 ms already carries 3.3 Gbit/s).
+	StripeMinRTT time.Duration `yaml:"stripe_min_rtt" env:"STRIPE_MIN_RTT"`
 	// ListMaxWindow caps offset+limit of a directory listing, the entries one listing holds
 	// (default 100000); deeper pages use after= (keyset paging).
 	ListMaxWindow int `yaml:"list_max_window" env:"LIST_MAX_WINDOW"`
 	// ListStreamDirBytes: directories the server reports larger than this are read batch by
 	// batch over a channel of their own instead of whole (default 65536; -1 streams all).
 	ListStreamDirBytes int64 `yaml:"list_stream_dir_bytes" env:"LIST_STREAM_DIR_BYTES"`
+	// ListSFTPOnly lists large directories (see ListStreamDirBytes) with SFTP READDIRs only;
+	// by default one `find -printf` on the server lists them, falling back to SFTP where GNU
+	// find is missing.
+	ListSFTPOnly bool `yaml:"list_sftp_only" env:"LIST_SFTP_ONLY"`
 }
 
 // withDefaults fills unset fields with their defaults.
@@ -76,6 +94,12 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.UploadIdleTimeout, 60*time.Second)
 	setDefault(&c.DownloadBufferBytes, 1<<20)
 	setDefault(&c.DownloadBufferBudgetBytes, 64<<20)
+	setDefault(&c.StripeMinBytes, 16<<20)
+	setDefault(&c.StripeMaxChannels, 8)
+	setDefault(&c.StripeMinRTT, 5*time.Millisecond)
+	if c.StripeLinkRate <= 0 {
+		c.StripeLinkRate = 1.25e9
+	}
 	setDefault(&c.ListMaxWindow, 100_000)
 	if c.ListStreamDirBytes == 0 {
 		c.ListStreamDirBytes = 64 << 10

@@ -1,7 +1,7 @@
-// Package bench is sshapi's load generator: an open-loop engine that sends requests at a
-// constant arrival rate and measures each one's latency from the time it was scheduled to be
-// sent (so a slow server cannot hide its queueing: no coordinated omission), HDR-histogram
-// summaries, error classification, the targets it drives (sshapi over HTTP, OpenSSH's ssh with
+// Package bench is sshapi's benchmark harness around the open-loop engine of package openloop
+// (constant arrival rate, latency measured from each request's scheduled send time, so a slow
+// server cannot hide its queueing; HDR-histogram summaries; error classification): the targets
+// it drives (sshapi over HTTP, OpenSSH's ssh with
 // and without connection multiplexing, and Python peers over a line protocol), and the JSON,
 // Markdown and PNG reports.
 //

@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/sshapi/sshapi/internal/openloop"
 	"io"
 	"os"
 	"slices"
@@ -15,7 +16,7 @@ const (
 	ScenarioCommands = "commands"
 	ScenarioBurst    = "burst"
 	ScenarioSessions = "sessions"
-	ScenarioLoad     = "load"
+	ScenarioLoad     = openloop.ScenarioLoad
 )
 
 // BaselineTarget is the target every other one is compared with.

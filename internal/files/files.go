@@ -49,6 +49,10 @@ type Options struct {
 	// Runner implements Channels; a smaller one with one READDIR sequence on the shared
 	// channel. 0 streams every directory.
 	StreamDirBytes int64
+	// ListCommand lists a directory that would be streamed (see StreamDirBytes) with one
+	// `find -printf` run by the Runner instead of SFTP READDIRs, falling back to SFTP when find
+	// cannot (no GNU find, no Runner).
+	ListCommand bool
 }
 
 // FS performs file operations on one remote system for one user. It is cheap to construct

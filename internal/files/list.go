@@ -147,9 +147,21 @@ func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOpt
 				return nil
 			}
 		}
-		fn(entryFromInfo(path.Join(dir, name), prefix+name, fi))
+		fn(entryFromInfo(childPath(dir, name), prefix+name, fi))
 		return nil
 	})
+}
+
+// childPath is path.Join(dir, name) for a clean absolute dir and a directory entry's name
+// (never empty, ".", ".." or holding a slash), without cleaning again.
+func childPath(dir, name string) string {
+	if name == "" || name == "." || name == ".." || strings.IndexByte(name, '/') >= 0 {
+		return path.Join(dir, name) // not from a well-behaved server
+	}
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
 }
 
 // eachInfo calls fn for every entry of directory dir, in the server's order, and stops at the
@@ -170,6 +182,15 @@ func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) 
 				}
 			}
 			return nil
+		}
+	}
+	if f.opts.ListCommand {
+		err := f.findInfos(ctx, dir, fn)
+		if !errors.Is(err, errFindUnusable) {
+			if err != nil && ctx.Err() == nil {
+				return f.dirErr(ctx, op, dir, err)
+			}
+			return checkCtx(ctx, op, dir)
 		}
 	}
 	d, err := openDirStream(ctx, ch, dir)
@@ -332,7 +353,7 @@ func (f *FS) walkList(ctx context.Context, root string, opts ListOptions, sink f
 func (f *FS) readLinks(ctx context.Context, entries []Entry) error {
 	var idx []int
 	for i := range entries {
-		if entries[i].Type == TypeSymlink {
+		if entries[i].Type == TypeSymlink && entries[i].LinkTarget == "" { // a target is never empty
 			idx = append(idx, i)
 		}
 	}
@@ -409,6 +430,9 @@ func entryFromInfo(abs, name string, fi os.FileInfo) Entry {
 	if st, ok := fi.Sys().(*sftp.FileStat); ok {
 		e.UID, e.GID = st.UID, st.GID
 	}
+	if l, ok := fi.(interface{ linkTarget() string }); ok {
+		e.LinkTarget = l.linkTarget()
+	}
 	return e
 }
 
@@ -427,7 +451,8 @@ func typeOf(m os.FileMode) string {
 
 // modeString renders permission and setuid/setgid/sticky bits as four octal digits.
 func modeString(m os.FileMode) string {
-	return fmt.Sprintf("%04o", unixPerm(m))
+	b := unixPerm(m)
+	return string([]byte{'0' + byte(b>>9&7), '0' + byte(b>>6&7), '0' + byte(b>>3&7), '0' + byte(b&7)})
 }
 
 // unixPerm returns the POSIX permission bits of m, special bits included.

@@ -43,6 +43,13 @@ type UploadOptions struct {
 	// SHA256 is the expected hex digest of the content; when set and different, the upload is
 	// discarded with ErrChecksumMismatch.
 	SHA256 string
+	// Stripes are further SFTP channels to the same system. With them and Buffers the body is
+	// written in chunks over the FS's channel and these at once (WriteAt ranges into the
+	// temporary file, opened write-only on each channel once created), for long fat paths where
+	// one channel's window is the limit. Hashing, verification and the rename are unchanged.
+	Stripes []*sftp.Client
+	// Buffers are a striped upload's chunk buffers (all the same length): they bound its memory.
+	Buffers [][]byte
 }
 
 // UploadResult reports a completed upload.
@@ -116,7 +123,12 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 		}
 	}()
 	h := sha256.New()
-	n, err := file.ReadFromWithConcurrency(io.TeeReader(ctxReader{ctx, r}, h), 0)
+	var n int64
+	if len(opts.Stripes) > 0 && len(opts.Buffers) > 0 {
+		n, err = f.writeStriped(ctx, file, tmp, r, h, opts)
+	} else {
+		n, err = file.ReadFromWithConcurrency(io.TeeReader(ctxReader{ctx, r}, h), 0)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, wrap(op, abs, ctx.Err())

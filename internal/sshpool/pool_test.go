@@ -19,7 +19,7 @@ import (
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
-func target(t *testing.T, srv *sshtest.Server, name string, signer ssh.Signer) Target {
+func target(t testing.TB, srv *sshtest.Server, name string, signer ssh.Signer) Target {
 	t.Helper()
 	cfg := &ssh.ClientConfig{User: srv.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}}
 	if err := (HostKeyPolicy{Keys: []string{srv.AuthorizedHostKey()}}).Apply(cfg); err != nil {

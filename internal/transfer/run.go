@@ -41,6 +41,7 @@ type run struct {
 	src, dst         System
 	srcR, dstR       runner
 	srcRoot, dstRoot *confine.Root // root_dir confinement of each system, for this run
+	early            earlySums     // source sums started while large files copy
 
 	mu      sync.Mutex // guards items' fields, ranges, lastErr and the rate sample
 	items   []*Item
@@ -858,7 +859,7 @@ func (r *run) sums(ctx context.Context, items []*Item, dstPath func(*Item) strin
 	var srcErrs, dstErrs map[string]error
 	var serr, derr error
 	var wg sync.WaitGroup
-	wg.Go(func() { src, srcErrs, serr = sha256Batch(ctx, r.srcR, srcPaths, r.e.cfg.CommandTimeout) })
+	wg.Go(func() { src, srcErrs, serr = r.sourceSHA256(ctx, srcPaths) })
 	wg.Go(func() { dst, dstErrs, derr = sha256Batch(ctx, r.dstR, dstPaths, r.e.cfg.CommandTimeout) })
 	wg.Wait()
 	if err := errors.Join(serr, derr); err != nil {
@@ -1190,6 +1191,7 @@ func (r *run) doLarge(ctx context.Context, large []*Item) error {
 		r.mu.Unlock()
 		states[it] = st
 	}
+	defer r.startSourceSums(ctx, prepared(large, states))()
 	ch := make(chan task, len(tasks))
 	for _, t := range tasks {
 		ch <- t

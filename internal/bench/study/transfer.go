@@ -237,9 +237,14 @@ func randomFile(path string, size int64) error {
 	return nil
 }
 
-// startService runs sshapi in-process on dataDir and returns a client for a bench user.
+// startService runs sshapi in-process on dataDir and returns a client for a bench user. The
+// defaults are overlaid with SSHAPI_* environment variables, so a run can vary a setting (e.g.
+// SSHAPI_HTTP_STRIPE_MAX_CHANNELS=1 for unstriped downloads and uploads).
 func startService(ctx context.Context, dataDir string) (*bench.API, func(), error) {
-	cfg := config.Default()
+	cfg, err := config.Read("")
+	if err != nil {
+		return nil, nil, err
+	}
 	cfg.DataDir, cfg.Addr, cfg.LogLevel = dataDir, "127.0.0.1:0", "error"
 	svc, err := service.New(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	if err != nil {

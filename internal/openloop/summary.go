@@ -1,4 +1,4 @@
-package bench
+package openloop
 
 import (
 	"maps"
@@ -9,6 +9,9 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
+
+// ScenarioLoad is the Scenario of a Summary from the service's own load route.
+const ScenarioLoad = "load"
 
 // Histogram range: 1 µs to 10 min at 3 significant digits (0.1% resolution).
 const (

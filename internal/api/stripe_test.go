@@ -1,0 +1,242 @@
+package api
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stripeConfig stripes every transfer of 1 MiB or more over 4 channels even on loopback (an
+// absurd assumed link rate and no RTT floor make the measured RTT call for the maximum), in
+// 64 KiB chunks.
+func stripeConfig() Config {
+	return Config{StripeMinBytes: 1 << 20, StripeLinkRate: 1e15, StripeMinRTT: time.Nanosecond, StripeMaxChannels: 4, DownloadBufferBytes: 64 << 10}
+}
+
+// randomFile writes n random bytes to a new file in dir owned by the remote user.
+func randomFile(t *testing.T, e *env, dir, name string, n int) []byte {
+	t.Helper()
+	data := make([]byte, n)
+	_, _ = rand.Read(data)
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	chownToUser(t, p, e.srv.User)
+	return data
+}
+
+// TestStripedDownload: a large file comes back byte-identical over four channels, whole and in
+// every kind of Range request; a small file is served as before, on one channel.
+func TestStripedDownload(t *testing.T) {
+	e := newEnvConfig(t, stripeConfig(), nil)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	size := 5<<20 + 12345 // not a multiple of the chunk size
+	data := randomFile(t, e, dir, "big.bin", size)
+	small := randomFile(t, e, dir, "small.bin", 1000)
+	url := "/v1/systems/hpc/content" + dir
+
+	r := e.do("alice", "GET", url+"/big.bin", nil)
+	if r.status != 200 || !bytes.Equal(r.body, data) {
+		t.Fatalf("striped download: %d, %d bytes, equal %v", r.status, len(r.body), bytes.Equal(r.body, data))
+	}
+	if !strings.Contains(e.log.String(), "striping a file transfer") || !strings.Contains(e.log.String(), "channels=4") {
+		t.Fatalf("the download was not striped over 4 channels:\n%s", e.log.String())
+	}
+	tests := []struct {
+		rng      string
+		from, to int // inclusive
+		striped  bool
+	}{
+		{"bytes=0-99", 0, 99, false}, // small ranges are not worth a read-ahead
+		{"bytes=65530-65545", 65530, 65545, false},
+		{"bytes=-777", size - 777, size - 1, false},
+		{"bytes=65530-3999999", 65530, 3999999, true}, // from inside a chunk
+		{"bytes=-2000000", size - 2000000, size - 1, true},
+		{fmt.Sprintf("bytes=%d-", size-1100000), size - 1100000, size - 1, true},
+	}
+	for _, tc := range tests {
+		before := strings.Count(e.log.String(), "striping a file transfer")
+		r := e.do("alice", "GET", url+"/big.bin", nil, "Range", tc.rng)
+		if r.status != 206 || !bytes.Equal(r.body, data[tc.from:tc.to+1]) {
+			t.Errorf("Range %s: %d, %d bytes", tc.rng, r.status, len(r.body))
+		}
+		if striped := strings.Count(e.log.String(), "striping a file transfer") > before; striped != tc.striped {
+			t.Errorf("Range %s: striped %v, want %v", tc.rng, striped, tc.striped)
+		}
+	}
+	// Two large ranges: a multipart answer, each part seeking the striped reader.
+	multiBefore := strings.Count(e.log.String(), "striping a file transfer")
+	r = e.do("alice", "GET", url+"/big.bin", nil, "Range", "bytes=10-700009,4000000-4600999")
+	_, params, err := mime.ParseMediaType(r.header.Get("Content-Type"))
+	if r.status != 206 || err != nil {
+		t.Fatalf("multi-range: %d %v", r.status, err)
+	}
+	mr := multipart.NewReader(bytes.NewReader(r.body), params["boundary"])
+	for _, want := range [][]byte{data[10:700010], data[4000000:4601000]} {
+		p, err := mr.NextPart()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(p)
+		if !bytes.Equal(got, want) {
+			t.Errorf("multi-range part: %d bytes, want %d", len(got), len(want))
+		}
+	}
+	if strings.Count(e.log.String(), "striping a file transfer") == multiBefore {
+		t.Fatal("two large ranges were not striped")
+	}
+	before := strings.Count(e.log.String(), "striping a file transfer")
+	if r := e.do("alice", "HEAD", url+"/big.bin", nil); r.status != 200 {
+		t.Fatalf("HEAD: %d", r.status)
+	}
+	r = e.do("alice", "GET", url+"/small.bin", nil)
+	if r.status != 200 || !bytes.Equal(r.body, small) {
+		t.Fatalf("small download: %d", r.status)
+	}
+	if n := strings.Count(e.log.String(), "striping a file transfer"); n != before {
+		t.Fatalf("a HEAD or a file below stripe_min_bytes was striped")
+	}
+}
+
+// TestStripedUpload: a large upload is written over four channels and verified; a wrong digest
+// discards it and leaves no temporary file.
+func TestStripedUpload(t *testing.T) {
+	e := newEnvConfig(t, stripeConfig(), nil)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	url := "/v1/systems/hpc/content" + dir
+	payload := make([]byte, 3<<20+999)
+	_, _ = rand.Read(payload)
+	sum := sha256.Sum256(payload)
+	r := e.do("alice", "PUT", url+"/up.bin", string(payload), "X-Checksum-Sha256", hex.EncodeToString(sum[:]))
+	if r.status != 201 || r.json(t)["sha256"] != hex.EncodeToString(sum[:]) {
+		t.Fatalf("striped upload: %d %s", r.status, r.body)
+	}
+	if !strings.Contains(e.log.String(), "striping a file transfer") || !strings.Contains(e.log.String(), "channels=4") {
+		t.Fatalf("the upload was not striped over 4 channels:\n%s", e.log.String())
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "up.bin"))
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("uploaded file: %d bytes, equal %v, %v", len(got), bytes.Equal(got, payload), err)
+	}
+	r = e.do("alice", "PUT", url+"/bad.bin", string(payload), "X-Checksum-Sha256", strings.Repeat("0", 64))
+	if r.status != 422 {
+		t.Fatalf("wrong digest: %d %s", r.status, r.body)
+	}
+	assertOnly(t, dir, "up.bin")
+}
+
+// TestStripedUploadAborted: a client that sends half of a striped upload and hangs up leaves
+// neither the file nor its temporary name behind.
+func TestStripedUploadAborted(t *testing.T) {
+	e := newEnvConfig(t, stripeConfig(), nil)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 4 << 20
+	fmt.Fprintf(c, "PUT /v1/systems/hpc/content%s/cut.bin HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", dir, e.token("alice"), total)
+	half := make([]byte, total/2)
+	_, _ = rand.Read(half)
+	if _, err := c.Write(half); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the temporary file to appear", func() bool {
+		ents, _ := os.ReadDir(dir)
+		return len(ents) == 1
+	})
+	c.Close()
+	waitFor(t, 30*time.Second, "the aborted upload to be cleaned up", func() bool {
+		ents, _ := os.ReadDir(dir)
+		return len(ents) == 0
+	})
+}
+
+// TestStripedDownloadBudget: striped chunk buffers come from the download budget. With room for
+// four chunks, a stalled striped download takes all four (two channels) and a second download
+// is answered 503 until the first gives them back.
+func TestStripedDownloadBudget(t *testing.T) {
+	cfg := stripeConfig()
+	cfg.DownloadBufferBudgetBytes = 4 * int64(cfg.DownloadBufferBytes)
+	cfg.BudgetWait = 300 * time.Millisecond
+	cfg.StreamWriteTimeout = time.Second
+	e := newEnvConfig(t, cfg, nil)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	big := filepath.Join(dir, "big.bin")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Truncate(256 << 20) // sparse: more than any socket buffers
+	f.Close()
+	chownToUser(t, big, e.srv.User)
+	small := randomFile(t, e, dir, "small.bin", 10)
+	_ = rawRequest(t, e, "GET", "/v1/systems/hpc/content"+big, "")
+	if !strings.Contains(e.log.String(), "channels=2 chunks=4") {
+		t.Fatalf("the stalled download did not stripe within the budget:\n%s", e.log.String())
+	}
+	r := e.do("alice", "GET", "/v1/systems/hpc/content"+dir+"/small.bin", nil)
+	if r.status != 503 {
+		t.Fatalf("download while the striped one holds the budget: %d %s", r.status, r.body)
+	}
+	waitFor(t, 30*time.Second, "the stalled striped download to give its buffers back", func() bool {
+		r = e.do("alice", "GET", "/v1/systems/hpc/content"+dir+"/small.bin", nil)
+		return r.status == 200
+	})
+	if !bytes.Equal(r.body, small) {
+		t.Fatalf("download: %q", r.body)
+	}
+}
+
+// assertOnly fails unless dir holds exactly the names given.
+func assertOnly(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, en := range ents {
+		got = append(got, en.Name())
+	}
+	if strings.Join(got, ",") != strings.Join(names, ",") {
+		t.Fatalf("%s holds %v, want %v", dir, got, names)
+	}
+}
+
+// TestStripeChannels: the channel count fills the bandwidth-delay product of the assumed link
+// with 2 MiB windows, between 1 and the cap, and is 1 below the RTT floor.
+func TestStripeChannels(t *testing.T) {
+	s := &Server{cfg: Config{}.withDefaults()} // 10 Gbit/s, 8 channels, 5 ms floor
+	tests := []struct {
+		rtt  time.Duration
+		want int
+	}{
+		{200 * time.Microsecond, 1}, // loopback, LAN
+		{4 * time.Millisecond, 1},   // below the floor
+		{5 * time.Millisecond, 3},   // 6.25 MB / 2 MiB
+		{10 * time.Millisecond, 6},  // 12.5 MB / 2 MiB
+		{50 * time.Millisecond, 8},  // capped
+	}
+	for _, tc := range tests {
+		if got := s.stripeChannels(tc.rtt); got != tc.want {
+			t.Errorf("rtt %v: %d channels, want %d", tc.rtt, got, tc.want)
+		}
+	}
+}
