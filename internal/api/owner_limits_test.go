@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -17,34 +16,6 @@ import (
 
 	"github.com/sshapi/sshapi/internal/transfer"
 )
-
-// newTransferEnvWith is newTransferEnv with the engine's configuration given.
-func newTransferEnvWith(t *testing.T, cfg transfer.Config) (*env, *transfer.Engine) {
-	t.Helper()
-	var eng *transfer.Engine
-	e := newEnvWith(t, func(dir string, d *Deps, s **Server) {
-		tdb, err := transfer.OpenSQLite(t.Context(), filepath.Join(dir, "transfers.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resolve := transfer.ResolverFunc(func(ctx context.Context, owner, system string) (transfer.System, error) {
-			return (*s).TransferResolver().Resolve(ctx, owner, system)
-		})
-		eng, err = transfer.New(cfg, transfer.Deps{DB: tdb, Pool: d.Pool, Resolver: resolve, Log: d.Log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := eng.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = eng.Stop(context.Background())
-			tdb.Close()
-		})
-		d.Transfers = eng
-	})
-	return e, eng
-}
 
 // junkKeyPEM is a private key no server authorizes.
 func junkKeyPEM(t *testing.T) string {

@@ -23,8 +23,14 @@ import (
 	"github.com/sshapi/sshapi/internal/wanem"
 )
 
-// newTransferEnv is newEnv with a transfer engine on its own database.
+// newTransferEnv is newEnv with a transfer engine on its own database, polling fast.
 func newTransferEnv(t *testing.T) (*env, *transfer.Engine) {
+	t.Helper()
+	return newTransferEnvWith(t, transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond})
+}
+
+// newTransferEnvWith is newTransferEnv with the engine's configuration given.
+func newTransferEnvWith(t *testing.T, cfg transfer.Config) (*env, *transfer.Engine) {
 	t.Helper()
 	var eng *transfer.Engine
 	e := newEnvWith(t, func(dir string, d *Deps, s **Server) {
@@ -32,9 +38,7 @@ func newTransferEnv(t *testing.T) (*env, *transfer.Engine) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resolve := lateResolver{s}
-		eng, err = transfer.New(transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond},
-			transfer.Deps{DB: tdb, Pool: d.Pool, Resolver: resolve, Log: d.Log})
+		eng, err = transfer.New(cfg, transfer.Deps{DB: tdb, Pool: d.Pool, Resolver: lateResolver{s}, Log: d.Log})
 		if err != nil {
 			t.Fatal(err)
 		}
