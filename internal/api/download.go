@@ -3,7 +3,6 @@ package api
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -65,19 +64,9 @@ func (p *pipelinedReader) Read(b []byte) (int, error) {
 // Seek moves the read position. The size is known from the stat, so seeking to the end does
 // not ask the server.
 func (p *pipelinedReader) Seek(offset int64, whence int) (int64, error) {
-	var abs int64
-	switch whence {
-	case io.SeekStart:
-		abs = offset
-	case io.SeekCurrent:
-		abs = p.pos + offset
-	case io.SeekEnd:
-		abs = p.size + offset
-	default:
-		return 0, fmt.Errorf("seek: bad whence %d", whence)
-	}
-	if abs < 0 {
-		return 0, errors.New("seek: negative position")
+	abs, err := files.SeekPosition(p.pos, p.size, offset, whence)
+	if err != nil {
+		return 0, err
 	}
 	if abs == p.pos {
 		return abs, nil

@@ -207,19 +207,9 @@ func (s *StripedReader) halt() {
 
 // Seek implements io.Seeker; the size is known, so seeking to the end asks nobody.
 func (s *StripedReader) Seek(offset int64, whence int) (int64, error) {
-	var abs int64
-	switch whence {
-	case io.SeekStart:
-		abs = offset
-	case io.SeekCurrent:
-		abs = s.pos + offset
-	case io.SeekEnd:
-		abs = s.size + offset
-	default:
-		return 0, fmt.Errorf("seek: bad whence %d", whence)
-	}
-	if abs < 0 {
-		return 0, errors.New("seek: negative position")
+	abs, err := SeekPosition(s.pos, s.size, offset, whence)
+	if err != nil {
+		return 0, err
 	}
 	if abs != s.pos {
 		s.halt()
@@ -340,4 +330,25 @@ func (f *FS) writeStriped(ctx context.Context, file *sftp.File, tmp string, r io
 		}
 	}
 	return n, err
+}
+
+// SeekPosition is the absolute position io.Seeker's Seek(offset, whence) asks for, from the
+// current position pos in a file of size bytes; a negative result or an unknown whence is an
+// error. Readers that know their size share it.
+func SeekPosition(pos, size, offset int64, whence int) (int64, error) {
+	var abs int64
+	switch whence {
+	case io.SeekStart:
+		abs = offset
+	case io.SeekCurrent:
+		abs = pos + offset
+	case io.SeekEnd:
+		abs = size + offset
+	default:
+		return 0, fmt.Errorf("seek: bad whence %d", whence)
+	}
+	if abs < 0 {
+		return 0, errors.New("seek: negative position")
+	}
+	return abs, nil
 }
