@@ -36,3 +36,29 @@ func TestTransferFailsFastOnPermanentDialErrors(t *testing.T) {
 		t.Fatalf("a permanent dial error was retried: %v attempts", a)
 	}
 }
+
+// TestTransferHomeRelativePaths: "~/x" in a transfer endpoint is the home directory's x, as in
+// every other JSON body (it used to become a directory literally named "~").
+func TestTransferHomeRelativePaths(t *testing.T) {
+	e, _ := newTransferEnv(t)
+	e.register("alice", "a")
+	e.register("alice", "b")
+	dir := e.srv.MkTemp(t)
+	rel := strings.TrimPrefix(dir, e.srv.Home+"/")
+	if r := e.do("alice", "PUT", "/v1/systems/a/content/~/"+rel+"/src.txt", "home relative\n"); r.status != 201 {
+		t.Fatalf("upload: %d %s", r.status, r.body)
+	}
+	r := e.do("alice", "POST", "/v1/transfers", map[string]any{
+		"source":      map[string]any{"system": "a", "path": "~/" + rel + "/src.txt"},
+		"destination": map[string]any{"system": "b", "path": "~/" + rel + "/dst.txt"}})
+	if r.status != 202 {
+		t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+	m := e.waitTransfer("alice", fmt.Sprint(r.json(t)["id"]), 60*time.Second)
+	if m["status"] != "succeeded" {
+		t.Fatalf("transfer with ~/ paths: %v", m)
+	}
+	if got := e.do("alice", "GET", "/v1/systems/b/content"+dir+"/dst.txt", nil); got.status != 200 || string(got.body) != "home relative\n" {
+		t.Fatalf("destination: %d %q", got.status, got.body)
+	}
+}

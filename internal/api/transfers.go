@@ -68,6 +68,20 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &req); err != nil {
 		return err
 	}
+	// "~" and "~/x" mean the home directory, as in every other JSON body (bodyPath).
+	for _, ep := range []struct {
+		field string
+		path  *string
+	}{{"source.path", &req.Source.Path}, {"destination.path", &req.Destination.Path}} {
+		if *ep.path == "" {
+			continue // Validate names the missing field
+		}
+		p, err := bodyPath(ep.field, *ep.path)
+		if err != nil {
+			return err
+		}
+		*ep.path = p
+	}
 	if err := req.Validate(time.Now()); err != nil {
 		return transferErr("", err)
 	}
