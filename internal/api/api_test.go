@@ -592,7 +592,8 @@ func TestSSHDRestartUnderLoadViaAPI(t *testing.T) {
 	e.register("alice", "hpc")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var okBefore, okAfter, failed atomic.Int64
+	defer func() { close(stop); wg.Wait() }() // also when an await below fails the test
+	var okBefore, okAfter atomic.Int64
 	var restarted atomic.Bool
 	for range 10 {
 		wg.Add(1)
@@ -610,8 +611,6 @@ func TestSSHDRestartUnderLoadViaAPI(t *testing.T) {
 					okAfter.Add(1)
 				case r.status == 200:
 					okBefore.Add(1)
-				default:
-					failed.Add(1)
 				}
 				if r.status != 200 && r.header.Get("Content-Type") != "application/problem+json" {
 					t.Errorf("failure during restart is not problem+json: %d %s", r.status, r.body)
@@ -621,17 +620,14 @@ func TestSSHDRestartUnderLoadViaAPI(t *testing.T) {
 	}
 	awaitState(t, "load to flow", func() bool { return okBefore.Load() >= 20 })
 	e.srv.Kill()
-	awaitState(t, "requests to fail while sshd is down", func() bool { return failed.Load() >= 1 })
+	// Requests may fail or wait for a new connection; what must happen is that the pool notices
+	// every connection died.
+	awaitState(t, "the pool to drop the dead connections", func() bool { return e.pool.Stats().Conns == 0 })
 	if err := e.srv.Restart(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	restarted.Store(true)
 	awaitState(t, "requests to succeed after the restart", func() bool { return okAfter.Load() >= 10 })
-	close(stop)
-	wg.Wait()
-	if okAfter.Load() == 0 {
-		t.Fatal("no request succeeded after sshd came back")
-	}
 }
 
 // TestOpenAPIMatchesRouter fails when a route is added without documenting it, or documented
