@@ -45,10 +45,5 @@ var NewRecorder = openloop.NewRecorder
 // Classify is openloop.Classify.
 var Classify = openloop.Classify
 
-// truncate cuts s to n bytes, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// truncate is openloop.Truncate.
+var truncate = openloop.Truncate

@@ -64,7 +64,7 @@ func (r *Recorder) Record(sched, sent, done time.Time, err error) {
 		k := Classify(err)
 		r.errors[k]++
 		if _, ok := r.examples[k]; !ok {
-			r.examples[k] = truncate(err.Error(), 300)
+			r.examples[k] = Truncate(err.Error(), 300)
 		}
 		return
 	}
@@ -77,7 +77,8 @@ func clampUS(d time.Duration) int64 {
 	return min(max(d.Microseconds(), histMin), histMax)
 }
 
-func truncate(s string, n int) string {
+// Truncate shortens s to at most n bytes for error details, marking the cut with "…".
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

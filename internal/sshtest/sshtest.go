@@ -7,8 +7,6 @@ package sshtest
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -349,7 +347,7 @@ func EnsureUser(ctx context.Context, name string) (string, error) {
 
 // newKey makes an Ed25519 key.
 func newKey() (pemBytes []byte, pub ssh.PublicKey, signer ssh.Signer, err error) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	priv, err := NewPrivateKey("ed25519", 0)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("generate key: %w", err)
 	}
@@ -357,7 +355,7 @@ func newKey() (pemBytes []byte, pub ssh.PublicKey, signer ssh.Signer, err error)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("marshal key: %w", err)
 	}
-	signer, err = ssh.NewSignerFromKey(priv)
+	signer, err = ssh.NewSignerFromSigner(priv)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("signer: %w", err)
 	}
