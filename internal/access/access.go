@@ -141,6 +141,3 @@ func New(cfg Config, d Deps) *Resolver {
 
 // Config returns the resolver's configuration, defaults filled.
 func (r *Resolver) Config() Config { return r.cfg }
-
-// Store returns the store the resolver reads.
-func (r *Resolver) Store() store.Store { return r.deps.Store }

@@ -28,7 +28,7 @@ func withLinkDecision(r *http.Request, d *access.Decision) *http.Request {
 // paths an operation's body names. A link route has decided already.
 func (s *Server) decide(r *http.Request) (*access.Decision, error) {
 	if d, ok := r.Context().Value(linkDecisionKey{}).(*access.Decision); ok {
-		s.noteAudit(r, d, urlPath(r))
+		noteDecision(r.Context(), d, urlPath(r))
 		return d, nil
 	}
 	level := access.Write
@@ -45,7 +45,7 @@ func (s *Server) decide(r *http.Request) (*access.Decision, error) {
 		noteRefusal(r.Context(), p.User, r.PathValue("id"), err, paths...)
 		return nil, err
 	}
-	s.noteAudit(r, d, paths...)
+	noteDecision(r.Context(), d, paths...)
 	return d, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -66,14 +67,48 @@ func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys
 			}
 			client, done = lease.Client, lease.Done
 		}
-		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, Within: d.Within, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0), ListCommand: !s.cfg.ListSFTPOnly})
+		home, _ := s.homes.Load(t.Key)
+		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, Within: d.Within,
+			Home: home, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0), ListCommand: !s.cfg.ListSFTPOnly})
 		err = fn(fsys, t, client)
+		if home == "" {
+			if h, ok := fsys.KnownHome(); ok {
+				s.homes.Store(t.Key, h)
+			}
+		}
 		done(err)
 		if err == nil || !errors.Is(err, files.ErrConnection) || i+1 >= attempts {
 			return err
 		}
 		s.log.Info("retrying idempotent file operation on a fresh connection", "route", r.Pattern, "err", err)
 	}
+}
+
+// homeCache remembers remote home directories by pool key (a new credential is a new key). It
+// holds at most maxHomes entries and starts over when full: a miss costs one SFTP round trip.
+type homeCache struct {
+	mu sync.Mutex
+	m  map[sshpool.Key]string
+}
+
+const maxHomes = 10_000
+
+// Load returns the cached home for k, or "".
+func (c *homeCache) Load(k sshpool.Key) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h, ok := c.m[k]
+	return h, ok
+}
+
+// Store records home for k.
+func (c *homeCache) Store(k sshpool.Key, home string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxHomes {
+		c.m = make(map[sshpool.Key]string)
+	}
+	c.m[k] = home
 }
 
 // urlPath turns the {path...} wildcard into a path for package files.

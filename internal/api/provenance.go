@@ -36,11 +36,7 @@ func noteOf(r *http.Request) *auditNote {
 	return n
 }
 
-// noteAudit records the system (by its owner) and paths a request acts on.
-func (s *Server) noteAudit(r *http.Request, d *access.Decision, paths ...string) {
-	noteDecision(r.Context(), d, paths...)
-}
-
+// noteDecision records the system (by its owner) and paths a request acts on.
 func noteDecision(ctx context.Context, d *access.Decision, paths ...string) {
 	n, _ := ctx.Value(auditNoteKey{}).(*auditNote)
 	if n == nil || d == nil {

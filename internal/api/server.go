@@ -176,6 +176,8 @@ type Server struct {
 
 	loads chan struct{} // one token per POST /sshapi/v2/load allowed to run at once
 
+	homes homeCache // remote home directories by pool key, so a file request needs no getwd
+
 	keySlots  chan struct{}       // one token per submitted private key being parsed (keyparse.go)
 	outputs   *command.Budget     // buffered command output, server-wide
 	downloads *semaphore.Weighted // download read-ahead buffers, in bytes

@@ -117,7 +117,7 @@ func (s *Server) createGrant(w http.ResponseWriter, r *http.Request) error {
 	if err := s.deps.Store.CreateGrant(r.Context(), &store.GrantCreateParams{Grant: g}); err != nil {
 		return err
 	}
-	s.noteAudit(r, &access.Decision{Owner: sys.Owner, SystemID: sys.ID}, p)
+	noteDecision(r.Context(), &access.Decision{Owner: sys.Owner, SystemID: sys.ID}, p)
 	w.Header().Set("Location", "/v1/systems/"+sys.ID+"/grants/"+g.ID)
 	writeJSON(w, http.StatusCreated, toGrantJSON(g))
 	return nil
@@ -148,7 +148,7 @@ func (s *Server) deleteGrant(w http.ResponseWriter, r *http.Request) error {
 	if err := s.deps.Store.DeleteGrant(r.Context(), &store.GrantDeleteParams{Owner: sys.Owner, SystemID: sys.ID, ID: r.PathValue("grant_id")}); err != nil {
 		return errNotFoundAs(err, "no grant %q on system %q", r.PathValue("grant_id"), sys.ID)
 	}
-	s.noteAudit(r, &access.Decision{Owner: sys.Owner, SystemID: sys.ID})
+	noteDecision(r.Context(), &access.Decision{Owner: sys.Owner, SystemID: sys.ID})
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -75,7 +75,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 		defer cancel()
 		_ = svc.Stop(sctx)
 	}()
-	sec, err := service.DevSecret(dataDir)
+	sec, err := service.TokenSecret(cfg)
 	if err != nil {
 		return err
 	}

@@ -52,9 +52,6 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.printToken != "" && !cfg.Auth.DevSecretEnabled() {
-		return errDevSecretOff
-	}
 	if o.printToken != "" {
 		sec, err := service.TokenSecret(cfg)
 		if err != nil {

@@ -11,9 +11,6 @@ import (
 	"github.com/sshapi/sshapi/internal/service"
 )
 
-// errDevSecretOff refuses to issue tokens the configured service would not accept.
-var errDevSecretOff = errors.New("the configuration does not accept data-dir HS256 tokens (auth.jwks_url is set without auth.enable_dev_secret, or auth.disable_dev_secret is set)")
-
 type tokenOptions struct {
 	globalOptions
 	user   string
@@ -36,9 +33,6 @@ func newTokenCmd() *cobra.Command {
 			cfg, err := o.load()
 			if err != nil {
 				return err
-			}
-			if !cfg.Auth.DevSecretEnabled() {
-				return errDevSecretOff
 			}
 			sec, err := service.TokenSecret(cfg)
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -162,8 +163,9 @@ func (c *Client) WaitTransfer(ctx context.Context, id string, onProgress func(Tr
 		if ctx.Err() != nil {
 			return t, ctx.Err()
 		}
-		if IsStatus(err, http.StatusNotFound) {
-			return t, err
+		var p *Problem
+		if errors.As(err, &p) && p.Status < 500 {
+			return t, err // gone, forbidden, token expired: reopening the stream cannot help
 		}
 		select { // the stream broke: reopen it after a pause
 		case <-ctx.Done():

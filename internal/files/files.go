@@ -100,6 +100,14 @@ func (f *FS) Home(ctx context.Context) (string, error) {
 	return f.home, nil
 }
 
+// KnownHome returns the home directory if this FS has already learned it (from Options.Home or
+// from the server), without asking; callers cache it so the next FS needs no round trip.
+func (f *FS) KnownHome() (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.home, f.home != ""
+}
+
 // confinement returns the Root that judges this FS's paths (confining nothing without a
 // RootDir), asking the server once for the home directory and the canonical root.
 func (f *FS) confinement(ctx context.Context) (*confine.Root, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/config"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/store"
@@ -33,10 +34,16 @@ func LoadKeyring(cfg config.Config) (*secret.Keyring, error) {
 	return k, nil
 }
 
+// ErrDevSecretOff means the configuration accepts no HS256 tokens, so none may be issued.
+var ErrDevSecretOff = errors.New("the configuration does not accept HS256 tokens (auth.jwks_url is set without auth.enable_dev_secret, or auth.disable_dev_secret is set)")
+
 // TokenSecret returns the HS256 token secret: the configured one (keys.token_secret_file,
 // SSHAPI_KEYS_TOKEN_SECRET), shared by every instance, or else the data directory's generated
-// secret.
+// secret; ErrDevSecretOff when the configuration accepts no HS256 tokens.
 func TokenSecret(cfg config.Config) ([]byte, error) {
+	if !cfg.Auth.DevSecretEnabled() {
+		return nil, ErrDevSecretOff
+	}
 	if cfg.Keys.TokenSecretSet() {
 		s, err := cfg.Keys.Secret()
 		if err != nil {
@@ -45,12 +52,6 @@ func TokenSecret(cfg config.Config) ([]byte, error) {
 		return s, nil
 	}
 	return DevSecret(cfg.DataDir)
-}
-
-// credentialAAD binds a sealed credential to its owner, system and username; it must stay the
-// same as the API's (internal/api credentialAAD), which TestKeysRotate checks end to end.
-func credentialAAD(owner, system, username string) []byte {
-	return []byte("sshapi-credential\x00" + owner + "\x00" + system + "\x00" + username)
 }
 
 // RotateKeys re-wraps the data key of every credential not sealed under the primary master key
@@ -77,7 +78,7 @@ func RotateKeys(ctx context.Context, cfg config.Config) (rewrapped int, err erro
 		if c.Sealed.KeyID == primary {
 			return secret.Sealed{}, false, nil
 		}
-		s, err := keyring.Rewrap(c.Sealed, credentialAAD(c.Owner, c.SystemID, c.Username))
+		s, err := keyring.Rewrap(c.Sealed, access.CredentialAAD(c.Owner, c.SystemID, c.Username))
 		return s, err == nil, err
 	})
 }

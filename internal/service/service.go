@@ -87,10 +87,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	authCfg := auth.Config{JWKSURL: cfg.Auth.JWKSURL, Issuer: cfg.Auth.Issuer, Audience: cfg.Auth.Audience,
 		JWKSRefresh: cfg.Auth.JWKSRefresh, JWKSMinRefresh: cfg.Auth.JWKSMinRefresh, JWKSFetchTimeout: cfg.Auth.JWKSFetchTimeout,
 		Log: log.With("component", "auth"), GroupsClaim: cfg.Auth.GroupsClaim, Operators: cfg.Auth.Operators, OperatorGroup: cfg.Auth.OperatorGroup}
-	if cfg.Auth.DevSecretEnabled() {
-		if authCfg.HS256Secret, err = TokenSecret(cfg); err != nil {
-			return nil, fmt.Errorf("dev JWT secret: %w", err)
-		}
+	if authCfg.HS256Secret, err = TokenSecret(cfg); err != nil && !errors.Is(err, ErrDevSecretOff) {
+		return nil, fmt.Errorf("dev JWT secret: %w", err)
 	}
 	verifier, err := auth.New(ctx, authCfg)
 	if err != nil {

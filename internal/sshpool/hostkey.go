@@ -71,7 +71,21 @@ type hostKeyEntry struct {
 // line per key ("[@marker patterns ]type base64"). A plain key's host field is dropped: the key
 // is bound to the system it is registered for. Errors name the entry.
 func NormalizeHostKeys(entries []string) ([]string, error) {
-	var out []string
+	parsed, err := parseHostKeyEntries(entries)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(parsed))
+	for i, e := range parsed {
+		out[i] = e.String()
+	}
+	return out, nil
+}
+
+// parseHostKeyEntries parses host key entries (see NormalizeHostKeys) into one hostKeyEntry per
+// key.
+func parseHostKeyEntries(entries []string) ([]hostKeyEntry, error) {
+	var out []hostKeyEntry
 	for i, e := range entries {
 		n := 0
 		for _, line := range strings.Split(e, "\n") {
@@ -83,7 +97,7 @@ func NormalizeHostKeys(entries []string) ([]string, error) {
 			if err != nil {
 				return nil, fmt.Errorf("host_keys[%d]: %w", i, err)
 			}
-			out = append(out, ke.String())
+			out = append(out, ke)
 			n++
 		}
 		if n == 0 {
@@ -139,12 +153,6 @@ func parseHostKeyLine(line string) (hostKeyEntry, error) {
 	return e, nil
 }
 
-// ParseHostKeys validates host key entries (see NormalizeHostKeys).
-func ParseHostKeys(lines []string) error {
-	_, err := NormalizeHostKeys(lines)
-	return err
-}
-
 // policyKeys is a HostKeyPolicy's entries sorted by role.
 type policyKeys struct {
 	keys, cas, revoked []ssh.PublicKey
@@ -152,15 +160,11 @@ type policyKeys struct {
 
 func (h HostKeyPolicy) parse() (policyKeys, error) {
 	var pk policyKeys
-	norm, err := NormalizeHostKeys(h.Keys)
+	entries, err := parseHostKeyEntries(h.Keys)
 	if err != nil {
 		return pk, err
 	}
-	for _, l := range norm {
-		e, err := parseHostKeyLine(l)
-		if err != nil {
-			return pk, err
-		}
+	for _, e := range entries {
 		switch e.marker {
 		case "revoked":
 			pk.revoked = append(pk.revoked, e.key)
@@ -184,10 +188,14 @@ func (h HostKeyPolicy) Algorithms() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return h.algorithms(pk), nil
+}
+
+func (h HostKeyPolicy) algorithms(pk policyKeys) []string {
 	if len(h.Fingerprints) > 0 || len(pk.keys)+len(pk.cas) == 0 {
 		// Any type: OpenSSH's order of preference (and so the key an OpenSSH user would have
 		// pinned on first use); with fingerprints Dial moves on to the next type on a mismatch.
-		return append([]string(nil), anyHostKeyAlgorithms...), nil
+		return append([]string(nil), anyHostKeyAlgorithms...)
 	}
 	var algos []string
 	seen := map[string]bool{}
@@ -210,7 +218,7 @@ func (h HostKeyPolicy) Algorithms() ([]string, error) {
 		}
 		add(k.Type())
 	}
-	return algos, nil
+	return algos
 }
 
 // Callback builds the host key check for a system. Keys are compared exactly; a host certificate
@@ -221,6 +229,10 @@ func (h HostKeyPolicy) Callback() (ssh.HostKeyCallback, error) {
 	if err != nil {
 		return nil, err
 	}
+	return h.callback(pk)
+}
+
+func (h HostKeyPolicy) callback(pk policyKeys) (ssh.HostKeyCallback, error) {
 	want := append([]string(nil), h.Fingerprints...)
 	for _, k := range append(append([]ssh.PublicKey(nil), pk.keys...), pk.cas...) {
 		want = append(want, ssh.FingerprintSHA256(k))
@@ -378,14 +390,14 @@ func wildcardMatch(p, s string) bool {
 // Apply sets cfg's host-key check and the host-key algorithms it offers from the policy: the one
 // place a client config learns which server keys to trust.
 func (h HostKeyPolicy) Apply(cfg *ssh.ClientConfig) error {
-	cb, err := h.Callback()
+	pk, err := h.parse()
 	if err != nil {
 		return err
 	}
-	algos, err := h.Algorithms()
+	cb, err := h.callback(pk)
 	if err != nil {
 		return err
 	}
-	cfg.HostKeyCallback, cfg.HostKeyAlgorithms = cb, algos
+	cfg.HostKeyCallback, cfg.HostKeyAlgorithms = cb, h.algorithms(pk)
 	return nil
 }

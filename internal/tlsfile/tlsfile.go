@@ -5,7 +5,6 @@ package tlsfile
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -61,13 +60,6 @@ func (c *Cert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 		c.reloadLocked()
 	}
 	return c.cert, nil
-}
-
-// Leaf returns the certificate currently served.
-func (c *Cert) Leaf() *x509.Certificate {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cert.Leaf
 }
 
 // reloadLocked reads the files again if their stamps changed; c.mu must be held. A half-written

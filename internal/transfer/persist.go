@@ -25,7 +25,8 @@ type Persistence interface {
 	// TransferInsert adds a queued transfer in tx. An idempotency key the owner already used
 	// returns an error wrapping ErrDuplicateKey.
 	TransferInsert(ctx context.Context, tx *sql.Tx, p *TransferInsertParams) error
-	// TransferCountUnfinished counts the owner's transfers that are not finished, in tx.
+	// TransferCountUnfinished counts the owner's transfers that are not finished, in tx, holding
+	// the owner's lock until tx ends so that a count-then-insert cannot race another.
 	TransferCountUnfinished(ctx context.Context, tx *sql.Tx, p *TransferOwnerParams) (int, error)
 	// TransferGet returns a transfer (of any owner when Owner is ""), or ErrNotFound.
 	TransferGet(ctx context.Context, p *TransferGetParams) (*Transfer, error)

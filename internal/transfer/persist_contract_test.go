@@ -32,6 +32,7 @@ func TestPersistenceContract(t *testing.T) {
 		{"cancel, finish keeps canceled", contractCancel},
 		{"retrying carries error, retries and next attempt", contractRetrying},
 		{"plan, items, ranges", contractItems},
+		{"count-then-insert is serialised per owner", contractQuotaRace},
 	}
 	for _, name := range []string{"sqlite", "postgres"} {
 		t.Run(name, func(t *testing.T) {
@@ -358,5 +359,61 @@ func contractItems(t *testing.T, p Persistence) {
 	}
 	if rs, _ := p.RangesList(ctx, &TransferGetParams{ID: "tr-1"}); len(rs) != 0 {
 		t.Fatalf("ranges after reset: %v", rs)
+	}
+}
+
+// contractQuotaRace: submits that count the owner's unfinished transfers and insert only below a
+// limit, all at once, never leave more than the limit (the count holds the owner's lock).
+func contractQuotaRace(t *testing.T, p Persistence) {
+	const limit, racers = 3, 12
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tx, err := p.DB().BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+			n, err := p.TransferCountUnfinished(t.Context(), tx, &TransferOwnerParams{Owner: "alice"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if n >= limit {
+				return
+			}
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			req := Request{Source: Endpoint{System: "a", Path: "/src"}, Destination: Endpoint{System: "b", Path: "/dst"}}
+			deadline, err := req.normalize(now)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			tr := &Transfer{ID: "q" + string(rune('a'+i)), Owner: "alice", Status: StatusQueued, Source: req.Source,
+				Destination: req.Destination, Sync: req.Sync, Verify: req.Verify, ChunkSize: req.ChunkSize, CreatedAt: now, Deadline: deadline}
+			if err := p.TransferInsert(t.Context(), tx, &TransferInsertParams{Transfer: tr, Request: req}); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := tx.Commit(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	tx, err := p.DB().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read only
+	n, err := p.TransferCountUnfinished(t.Context(), tx, &TransferOwnerParams{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != limit {
+		t.Fatalf("%d transfers after %d racing submits with a limit of %d", n, racers, limit)
 	}
 }

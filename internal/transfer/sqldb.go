@@ -127,6 +127,11 @@ func (s *sqlDB) TransferInsert(ctx context.Context, tx *sql.Tx, p *TransferInser
 }
 
 func (s *sqlDB) TransferCountUnfinished(ctx context.Context, tx *sql.Tx, p *TransferOwnerParams) (int, error) {
+	// The count decides an insert in the same tx: serialise it per owner, or two submits at once
+	// on PostgreSQL (READ COMMITTED) both see room and both insert.
+	if err := s.d.lockOwner(ctx, tx, p.Owner); err != nil {
+		return 0, fmt.Errorf("lock owner: %w", err)
+	}
 	var n int
 	err := tx.QueryRowContext(ctx, s.q(`SELECT count(*) FROM transfers WHERE owner = ? AND status IN `+unfinished), p.Owner).Scan(&n)
 	if err != nil {

@@ -128,7 +128,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		defer cancel()
 		_ = svc.Stop(sctx)
 	}()
-	sec, err := service.DevSecret(cfg.DataDir)
+	sec, err := service.TokenSecret(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("dev secret: %w", err)
 	}

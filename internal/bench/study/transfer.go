@@ -258,7 +258,7 @@ func startService(ctx context.Context, dataDir string) (*bench.API, func(), erro
 		defer cancel()
 		_ = svc.Stop(sctx)
 	}
-	sec, err := service.DevSecret(cfg.DataDir)
+	sec, err := service.TokenSecret(cfg)
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("dev secret: %w", err)

@@ -225,7 +225,7 @@ func (d *DB) UpdateSystem(ctx context.Context, s *store.System) error {
 		WHERE owner = ? AND id = ? AND (? = 0 OR updated_at = ?) RETURNING created_at`,
 		s.Host, s.Port, keys, fps, s.TrustOnFirstUse, s.MaxSessions, s.RootDir,
 		s.Description, t.UnixMicro(), s.Jump, ciphers, kex, s.Owner, s.ID,
-		unixMicroOrZero(s.UpdatedAt), unixMicroOrZero(s.UpdatedAt)).Scan(&created)
+		micros(s.UpdatedAt), micros(s.UpdatedAt)).Scan(&created)
 	if errors.Is(err, sql.ErrNoRows) {
 		if _, gerr := d.GetSystem(ctx, s.Owner, s.ID); gerr != nil {
 			return gerr
@@ -237,13 +237,6 @@ func (d *DB) UpdateSystem(ctx context.Context, s *store.System) error {
 	}
 	s.CreatedAt, s.UpdatedAt = fromMicros(created), t
 	return nil
-}
-
-func unixMicroOrZero(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMicro()
 }
 
 // PinHostKey implements store.Store.
