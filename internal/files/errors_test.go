@@ -31,6 +31,8 @@ func TestErrorMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := func(name string) string { return filepath.Join(e.dir, name) }
+	// An FS whose home is a scratch directory, so that a broken home check removes only that.
+	fh := e.fs(Options{Home: d("full")})
 	up := func(p string, opts UploadOptions) error {
 		_, err := f.Upload(ctx, p, strings.NewReader("new"), opts)
 		return err
@@ -79,6 +81,9 @@ func TestErrorMapping(t *testing.T) {
 		{"open fifo", func() error { _, _, err := f.OpenRead(ctx, d("fifo")); return err }, ErrInvalid, d("fifo")},
 		{"checksum fifo", func() error { _, err := f.Checksum(ctx, d("fifo"), "md5"); return err }, ErrInvalid, d("fifo")},
 		{"copy fifo", func() error { return f.Copy(ctx, d("fifo"), d("n"), CopyOptions{}) }, ErrInvalid, d("fifo")},
+		{"remove home", func() error { return fh.Remove(ctx, ".", true) }, ErrInvalid, d("full")},
+		{"remove home by name", func() error { return fh.Remove(ctx, d("full")+"/", true) }, ErrInvalid, d("full")},
+		{"move home away", func() error { return fh.Move(ctx, ".", d("gone"), false) }, ErrInvalid, d("full")},
 		{"move onto root", func() error { return f.Move(ctx, d("empty"), "/", true) }, ErrInvalid, "/"},
 		{"open dir", func() error { _, _, err := f.OpenRead(ctx, d("empty")); return err }, ErrIsDir, d("empty")},
 		{"checksum algorithm", func() error { _, err := f.Checksum(ctx, d("file"), "crc32"); return err }, ErrInvalid, "crc32"},

@@ -42,7 +42,9 @@ func (f *FS) Remove(ctx context.Context, p string, recursive bool) error {
 	return f.rmdir(ctx, op, abs)
 }
 
-// refuseRoot fails for "/" and for the RootDir itself.
+// refuseRoot fails for "/", for the RootDir itself and for the home directory: removing or
+// renaming the home directory (DELETE ~?recursive=true) destroys everything the account owns and
+// is never what an API caller means.
 func (f *FS) refuseRoot(ctx context.Context, op, abs string) error {
 	rt, err := f.confinement(ctx)
 	if err != nil {
@@ -50,6 +52,13 @@ func (f *FS) refuseRoot(ctx context.Context, op, abs string) error {
 	}
 	if abs == "/" || abs == rt.Dir() {
 		return newErr(op, abs, ErrInvalid, errors.New("refusing to operate on the root directory"))
+	}
+	home, err := f.Home(ctx)
+	if err != nil {
+		return err
+	}
+	if abs == home {
+		return newErr(op, abs, ErrInvalid, errors.New("refusing to remove or move the home directory"))
 	}
 	return nil
 }
