@@ -86,10 +86,10 @@ const channelWindow = 2 << 20
 // chunkPool holds striped transfers' chunk buffers (*[]byte of DownloadBufferBytes).
 var chunkPool sync.Pool
 
-// stripeSet is what a striped download or upload holds: extra SFTP channels and chunk buffers,
-// both given back by release.
+// stripeSet is what a striped download or upload holds: its chunk buffers and the further SFTP
+// channels, delivered on chans as they open; release gives all of it back.
 type stripeSet struct {
-	clients []*sftp.Client
+	chans   <-chan *sftp.Client
 	bufs    [][]byte
 	release func()
 }
@@ -105,26 +105,42 @@ func (s *Server) stripeChannels(rtt time.Duration) int {
 	return max(1, min(n, s.cfg.StripeMaxChannels))
 }
 
-// measureRTT returns the fastest of three SFTP round trips on c (a busy server or client only
-// ever makes a round trip slower).
+// measureRTT returns the fastest of three SFTP round trips on c, sent at once (a busy server or
+// client only ever makes a round trip slower).
 func measureRTT(c *sftp.Client) (time.Duration, error) {
-	best := time.Duration(math.MaxInt64)
+	var (
+		mu   sync.Mutex
+		best = time.Duration(math.MaxInt64)
+		errs []error
+		wg   sync.WaitGroup
+	)
 	for range 3 {
-		t0 := time.Now()
-		if _, err := c.RealPath("."); err != nil {
-			return 0, fmt.Errorf("measure rtt: %w", err)
-		}
-		best = min(best, time.Since(t0))
+		wg.Go(func() {
+			t0 := time.Now()
+			_, err := c.RealPath(".")
+			d := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			best = min(best, d)
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return 0, fmt.Errorf("measure rtt: %w", errs[0])
 	}
 	return best, nil
 }
 
 // stripes decides whether a transfer of size bytes over c (a dedicated channel to t) is worth
-// striping and, if so, leases the extra channels and chunk buffers: as many channels as the
-// measured RTT calls for, two chunk buffers per channel. It takes only what is free within a
-// short wait (the download budget's bytes, the pool's channels); it returns nil, and the caller
-// goes on with the single channel, when the file is small, the path is short, or nothing extra
-// could be had.
+// striping and, if so, takes the chunk buffers (files.StripeChunksPerChannel per channel, from
+// the download budget without waiting) and starts opening the further channels, spread over the pool's connections
+// (sshpool.StripeSFTP). The transfer starts on c at once; each further channel joins as it
+// opens. It returns nil, and the caller goes on with the single channel, when the file is small,
+// the path is short, or no buffers are free.
 func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, size int64) *stripeSet {
 	if size < s.cfg.StripeMinBytes || s.cfg.StripeMaxChannels < 2 {
 		return nil
@@ -138,19 +154,18 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 		return nil
 	}
 	chunk := int64(s.cfg.DownloadBufferBytes)
-	k := 2 * n
-	for k >= 2 && !s.downloads.TryAcquire(int64(k)*chunk) {
-		k /= 2
+	per := files.StripeChunksPerChannel
+	k := per * n
+	for k >= per && !s.downloads.TryAcquire(int64(k)*chunk) {
+		k -= per
 	}
-	if k < 2 {
+	if k < 2*per {
+		if k > 0 {
+			s.downloads.Release(int64(k) * chunk)
+		}
 		return nil
 	}
-	n = max(2, min(n, k/2))
-	clients, closeLeases := s.leaseExtra(ctx, t, n-1, 2*rtt+time.Second)
-	if len(clients) == 0 {
-		s.downloads.Release(int64(k) * chunk)
-		return nil
-	}
+	n = k / per
 	bufs := make([][]byte, k)
 	for i := range bufs {
 		if b, _ := chunkPool.Get().(*[]byte); b != nil && int64(len(*b)) == chunk {
@@ -159,8 +174,9 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 			bufs[i] = make([]byte, chunk)
 		}
 	}
-	s.log.Debug("striping a file transfer", "rtt", rtt, "channels", len(clients)+1, "chunks", k)
-	return &stripeSet{clients: clients, bufs: bufs, release: func() {
+	chans, closeLeases := s.leaseExtra(ctx, t, n-1)
+	s.log.Debug("striping a file transfer", "rtt", rtt, "channels", n, "chunks", k)
+	return &stripeSet{chans: chans, bufs: bufs, release: func() {
 		closeLeases()
 		for _, b := range bufs {
 			chunkPool.Put(&b)
@@ -169,59 +185,58 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 	}}
 }
 
-// leaseExtra opens up to n dedicated SFTP channels to t at once, waiting at most wait, and keeps
-// those that opened.
-func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int, wait time.Duration) ([]*sftp.Client, func()) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	leases := make([]*sshpool.SFTPLease, n)
-	var wg sync.WaitGroup
-	for i := range leases {
+// leaseExtra starts opening n dedicated SFTP channels to t at once, spread over connections, and
+// delivers each on the returned channel as it opens (within the pool's acquire timeout, and
+// only while ctx lasts). stop cancels the opens still pending and closes every channel opened.
+func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int) (<-chan *sftp.Client, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan *sftp.Client, n) // never blocks a sender
+	var (
+		mu   sync.Mutex
+		held []*sshpool.SFTPLease
+		wg   sync.WaitGroup
+	)
+	for range n {
 		wg.Go(func() {
-			if l, err := s.deps.Pool.DedicatedSFTP(ctx, t); err == nil {
-				leases[i] = l
+			l, err := s.deps.Pool.StripeSFTP(ctx, t)
+			if err != nil {
+				return
 			}
+			mu.Lock()
+			held = append(held, l)
+			mu.Unlock()
+			out <- l.Client
 		})
 	}
-	wg.Wait()
-	var clients []*sftp.Client
-	var held []*sshpool.SFTPLease
-	for _, l := range leases {
-		if l != nil {
-			clients = append(clients, l.Client)
-			held = append(held, l)
-		}
-	}
-	return clients, func() {
+	go func() {
+		wg.Wait()
+		close(out)
+	}()
+	return out, func() {
+		cancel()
+		wg.Wait()
 		for _, l := range held {
 			_ = l.Close()
 		}
 	}
 }
 
-// serveStriped serves the regular file p (entry e) through c and the stripe's channels at once,
-// with Range and conditional requests as http.ServeContent does them.
+// serveStriped serves the regular file p (entry e) through c and the stripe's channels, each
+// joining as it opens, with Range and conditional requests as http.ServeContent does them.
 func (s *Server) serveStriped(w http.ResponseWriter, r *http.Request, fsys *files.FS, p string, st *stripeSet) error {
 	f, e, err := fsys.OpenRead(r.Context(), p)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	extra, err := files.OpenOn(st.clients, e.Path, os.O_RDONLY)
-	if err != nil {
-		return err
-	}
+	sr := files.NewStripedReader([]io.ReaderAt{f}, e.Size, st.bufs, files.StripeChunksPerChannel)
+	stop := files.JoinOn(st.chans, e.Path, os.O_RDONLY, func(h *sftp.File) bool { return sr.Join(h) })
 	defer func() {
-		for _, x := range extra {
-			_ = x.Close()
+		_ = sr.Close()
+		for _, h := range stop() {
+			_ = h.Close()
 		}
 	}()
-	handles := []io.ReaderAt{f}
-	for _, x := range extra {
-		handles = append(handles, x)
-	}
-	sr := files.NewStripedReader(handles, e.Size, st.bufs)
-	defer sr.Close()
 	return s.serveFile(w, r, e, sr)
 }
 

@@ -359,7 +359,7 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		// A large body on a long path is written over several channels at once.
 		if st := s.stripes(r.Context(), t, c, r.ContentLength); st != nil {
 			defer st.release()
-			opts.Stripes, opts.Buffers = st.clients, st.bufs
+			opts.Stripes, opts.Buffers = st.chans, st.bufs
 		}
 		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
 		if err != nil {

@@ -133,6 +133,7 @@ type Pool interface {
 	command.Sessions
 	SFTP(ctx context.Context, t sshpool.Target) (*sshpool.SharedSFTP, error)
 	DedicatedSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error)
+	StripeSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error)
 	Check(ctx context.Context, t sshpool.Target) error
 	Forget(system string)
 }

@@ -17,29 +17,47 @@ import (
 // chunks over all of them at once. Memory is the caller's: a fixed set of chunk buffers, handed
 // in and given back, bounds what is in flight.
 
-// OpenOn opens the already resolved absolute path abs on each of clients with flag (os.O_RDONLY
-// for reads, os.O_WRONLY for writes into an existing temporary file: never O_CREATE, so no
-// other name is ever made). On error the handles already opened are closed.
-func OpenOn(clients []*sftp.Client, abs string, flag int) ([]*sftp.File, error) {
-	if flag&(os.O_CREATE|os.O_TRUNC) != 0 {
-		return nil, newErr("open", abs, ErrInvalid, errors.New("striped handles never create or truncate"))
-	}
-	out := make([]*sftp.File, 0, len(clients))
-	for _, c := range clients {
-		h, err := c.OpenFile(abs, flag)
-		if err != nil {
-			closeAll(out)
-			return nil, wrap("open", abs, err)
+// JoinOn opens abs with flag on each SFTP channel that arrives on chans, as it arrives, and
+// hands the handle to join; a handle that join refuses (the striped read or write is over) is
+// closed at once. flag is os.O_RDONLY for reads or os.O_WRONLY for writes into an existing
+// temporary file: never O_CREATE or O_TRUNC, so no other name is ever made. A channel on which
+// the open fails is skipped. stop ends the joining (channels that arrive later stay with their
+// sender) and returns the handles join took, for the caller to close once it is done with them.
+func JoinOn(chans <-chan *sftp.Client, abs string, flag int, join func(*sftp.File) bool) (stop func() []*sftp.File) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	var joined []*sftp.File
+	go func() {
+		defer close(done)
+		if flag&(os.O_CREATE|os.O_TRUNC) != 0 {
+			return
 		}
-		out = append(out, h)
-	}
-	return out, nil
-}
-
-// closeAll closes files, ignoring errors (used on paths that already fail).
-func closeAll(fs []*sftp.File) {
-	for _, f := range fs {
-		_ = f.Close()
+		for {
+			var c *sftp.Client
+			var ok bool
+			select {
+			case c, ok = <-chans:
+				if !ok {
+					return
+				}
+			case <-quit:
+				return
+			}
+			h, err := c.OpenFile(abs, flag)
+			if err != nil {
+				continue
+			}
+			if !join(h) {
+				_ = h.Close()
+				continue
+			}
+			joined = append(joined, h)
+		}
+	}()
+	return func() []*sftp.File {
+		close(quit)
+		<-done
+		return joined
 	}
 }
 
@@ -54,15 +72,22 @@ type chunk struct {
 
 // StripedReader reads a file of known size through several handles (the same file opened on
 // different SFTP channels) at once, len(bufs) chunks ahead, and hands the bytes out in order.
-// It is an io.ReadSeeker for http.ServeContent: a Seek stops the read-ahead and the next Read
-// starts it again at the new offset. Reads stop at size even if the file grew; a file that
-// shrank ends early with io.ErrUnexpectedEOF. Not safe for concurrent use; Close it before
-// closing the handles or reusing the buffers.
+// Handles can join while it reads (Join): a striped download starts on its first channel and
+// goes faster as further channels open. It is an io.ReadSeeker for http.ServeContent: a Seek
+// stops the read-ahead and the next Read starts it again at the new offset. Reads stop at size
+// even if the file grew; a file that shrank ends early with io.ErrUnexpectedEOF. Read, Seek and
+// Close are not safe for concurrent use (Join is); Close it before closing the handles or
+// reusing the buffers.
 type StripedReader struct {
+	size      int64
+	perHandle int      // reads in flight per handle
+	bufs      [][]byte // free chunk buffers while no read-ahead runs
+	pos       int64
+
+	mu      sync.Mutex
 	handles []io.ReaderAt
-	size    int64
-	bufs    [][]byte // free chunk buffers while no read-ahead runs
-	pos     int64
+	work    chan *chunk // the running read-ahead's chunks to read, nil while stopped
+	closed  bool
 
 	// read-ahead state, nil while stopped
 	order chan *chunk   // chunks in file order, as they are scheduled
@@ -74,11 +99,34 @@ type StripedReader struct {
 	err   error  // sticky read error
 }
 
-// NewStripedReader reads size bytes through handles, one chunk per buffer in bufs in flight (at
-// least one buffer; all the same length). Each handle serves len(bufs)/len(handles) reads at
-// once, rounded up.
-func NewStripedReader(handles []io.ReaderAt, size int64, bufs [][]byte) *StripedReader {
-	return &StripedReader{handles: handles, size: size, bufs: bufs}
+// NewStripedReader reads size bytes through handles (at least one), with one chunk per buffer
+// in bufs in flight (at least one buffer; all the same length) and perHandle reads in flight on
+// each handle.
+func NewStripedReader(handles []io.ReaderAt, size int64, bufs [][]byte, perHandle int) *StripedReader {
+	return &StripedReader{handles: handles, size: size, bufs: bufs, perHandle: max(perHandle, 1)}
+}
+
+// Join adds a handle to the same file; reads start on it at once if the read-ahead runs. It
+// returns false, and the caller keeps the handle, once the reader is closed.
+func (s *StripedReader) Join(h io.ReaderAt) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.handles = append(s.handles, h)
+	if s.work != nil {
+		s.startReadersLocked(h)
+	}
+	return true
+}
+
+// startReadersLocked starts perHandle readers on h for the running read-ahead.
+func (s *StripedReader) startReadersLocked(h io.ReaderAt) {
+	for range s.perHandle {
+		s.wg.Add(1)
+		go s.reader(h, s.work)
+	}
 }
 
 // start launches the scheduler and the readers at s.pos.
@@ -91,14 +139,13 @@ func (s *StripedReader) start() {
 		s.free <- b
 	}
 	s.bufs = nil
-	work := make(chan *chunk)
-	perHandle := (k + len(s.handles) - 1) / len(s.handles)
+	s.mu.Lock()
+	s.work = make(chan *chunk)
 	for _, h := range s.handles {
-		for range perHandle {
-			s.wg.Add(1)
-			go s.reader(h, work)
-		}
+		s.startReadersLocked(h)
 	}
+	work := s.work
+	s.mu.Unlock()
 	s.wg.Add(1)
 	go s.schedule(s.pos, work)
 }
@@ -189,6 +236,9 @@ func (s *StripedReader) halt() {
 	if s.order == nil {
 		return
 	}
+	s.mu.Lock()
+	s.work = nil // handles joining from now on wait for the next start
+	s.mu.Unlock()
 	close(s.stop)
 	if s.cur != nil {
 		s.free <- s.cur.buf[:cap(s.cur.buf)]
@@ -221,57 +271,86 @@ func (s *StripedReader) Seek(offset int64, whence int) (int64, error) {
 // Close stops the read-ahead and waits for the readers; the handles and buffers are then free
 // for the caller to close and reuse. It does not close the handles.
 func (s *StripedReader) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.halt()
 	return nil
 }
 
-// stripedWrite copies r into the handles (the temporary file opened on several channels) in
-// chunks of len(bufs[0]), each written with WriteAt on whichever handle is free, and hashes the
-// bytes in order with h. It returns the number of bytes read from r; on error, writes still in
-// flight are waited for before it returns.
-func stripedWrite(ctx context.Context, handles []*sftp.File, r io.Reader, h io.Writer, bufs [][]byte) (int64, error) {
-	type job struct {
-		off int64
-		buf []byte
-	}
-	free := make(chan []byte, len(bufs))
+// stripeWriter copies a stream into the same file opened on several SFTP channels, in chunks
+// of the buffers' length, each written with WriteAt by whichever handle's writer is free.
+// Handles can join while it writes (add). Memory is the buffers handed in.
+type stripeWriter struct {
+	free      chan []byte
+	work      chan stripeJob
+	perHandle int
+	wg        sync.WaitGroup
+
+	mu   sync.Mutex
+	err  error // first write errors, joined
+	done bool  // no more writers may start
+}
+
+// stripeJob is one chunk to write at off.
+type stripeJob struct {
+	off int64
+	buf []byte
+}
+
+func newStripeWriter(bufs [][]byte, perHandle int) *stripeWriter {
+	w := &stripeWriter{free: make(chan []byte, len(bufs)), work: make(chan stripeJob), perHandle: max(perHandle, 1)}
 	for _, b := range bufs {
-		free <- b
+		w.free <- b
 	}
-	work := make(chan job)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var werr error
-	perHandle := (len(bufs) + len(handles) - 1) / len(handles)
-	for _, f := range handles {
-		for range perHandle {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for j := range work {
-					mu.Lock()
-					failed := werr != nil
-					mu.Unlock()
-					if !failed {
-						if _, err := f.WriteAt(j.buf, j.off); err != nil {
-							mu.Lock()
-							werr = errors.Join(werr, err)
-							mu.Unlock()
-						}
-					}
-					free <- j.buf[:cap(j.buf)]
-				}
-			}()
+	return w
+}
+
+// add starts writers on f (the file opened on one more channel); it returns false, and the
+// caller keeps f, once the copy is over.
+func (w *stripeWriter) add(f io.WriterAt) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return false
+	}
+	for range w.perHandle {
+		w.wg.Add(1)
+		go w.writer(f)
+	}
+	return true
+}
+
+// writer writes chunks through f until the work ends; after a failure it only gives buffers back.
+func (w *stripeWriter) writer(f io.WriterAt) {
+	defer w.wg.Done()
+	for j := range w.work {
+		if w.failed() == nil {
+			if _, err := f.WriteAt(j.buf, j.off); err != nil {
+				w.mu.Lock()
+				w.err = errors.Join(w.err, err)
+				w.mu.Unlock()
+			}
 		}
+		w.free <- j.buf[:cap(j.buf)]
 	}
+}
+
+func (w *stripeWriter) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// copy reads r to its end into the handles, hashing the bytes in order with h, and returns the
+// number of bytes read from r. On error, writes still in flight are waited for before it
+// returns. At least one handle must have been added.
+func (w *stripeWriter) copy(ctx context.Context, r io.Reader, h io.Writer) (int64, error) {
 	var off int64
 	var rerr error
 	for {
-		buf := <-free
-		mu.Lock()
-		failed := werr != nil
-		mu.Unlock()
-		if failed {
+		buf := <-w.free
+		if w.failed() != nil {
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -281,10 +360,10 @@ func stripedWrite(ctx context.Context, handles []*sftp.File, r io.Reader, h io.W
 		n, err := fill(r, buf)
 		if n > 0 {
 			_, _ = h.Write(buf[:n]) // hashes never fail
-			work <- job{off: off, buf: buf[:n]}
+			w.work <- stripeJob{off: off, buf: buf[:n]}
 			off += int64(n)
 		} else {
-			free <- buf
+			w.free <- buf
 		}
 		if errors.Is(err, io.EOF) {
 			break
@@ -294,12 +373,15 @@ func stripedWrite(ctx context.Context, handles []*sftp.File, r io.Reader, h io.W
 			break
 		}
 	}
-	close(work)
-	wg.Wait()
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+	close(w.work)
+	w.wg.Wait()
 	if rerr != nil {
 		return off, rerr
 	}
-	return off, werr
+	return off, w.failed()
 }
 
 // fill reads into buf until it is full or r ends. Unlike io.ReadFull it tells a clean end of r
@@ -316,21 +398,25 @@ func fill(r io.Reader, buf []byte) (int, error) {
 	return n, nil
 }
 
-// writeStriped opens the temporary file tmp (created exclusively through file) on every stripe
-// channel and writes r over file and those handles at once.
+// writeStriped writes r into the temporary file tmp (created exclusively through file) over
+// file at once and over every stripe channel as it arrives (opened there for writing).
 func (f *FS) writeStriped(ctx context.Context, file *sftp.File, tmp string, r io.Reader, h io.Writer, opts UploadOptions) (int64, error) {
-	extra, err := OpenOn(opts.Stripes, tmp, os.O_WRONLY)
-	if err != nil {
-		return 0, err
-	}
-	n, err := stripedWrite(ctx, append([]*sftp.File{file}, extra...), ctxReader{ctx, r}, h, opts.Buffers)
-	for _, x := range extra {
+	w := newStripeWriter(opts.Buffers, StripeChunksPerChannel)
+	w.add(file)
+	stop := JoinOn(opts.Stripes, tmp, os.O_WRONLY, func(x *sftp.File) bool { return w.add(x) })
+	n, err := w.copy(ctx, ctxReader{ctx, r}, h)
+	for _, x := range stop() {
 		if cerr := x.Close(); cerr != nil && err == nil {
 			err = cerr // a close reports a write the server failed late
 		}
 	}
 	return n, err
 }
+
+// StripeChunksPerChannel is how many chunks each channel of a striped read or write moves at
+// once: two, so that one chunk's round trip overlaps the next. Callers hand in this many
+// buffers per channel.
+const StripeChunksPerChannel = 2
 
 // SeekPosition is the absolute position io.Seeker's Seek(offset, whence) asks for, from the
 // current position pos in a file of size bytes; a negative result or an unknown whence is an

@@ -43,11 +43,12 @@ type UploadOptions struct {
 	// SHA256 is the expected hex digest of the content; when set and different, the upload is
 	// discarded with ErrChecksumMismatch.
 	SHA256 string
-	// Stripes are further SFTP channels to the same system. With them and Buffers the body is
-	// written in chunks over the FS's channel and these at once (WriteAt ranges into the
-	// temporary file, opened write-only on each channel once created), for long fat paths where
-	// one channel's window is the limit. Hashing, verification and the rename are unchanged.
-	Stripes []*sftp.Client
+	// Stripes delivers further SFTP channels to the same system as they open. With them and
+	// Buffers the body is written in chunks over the FS's channel at once and over each of these
+	// as it arrives (WriteAt ranges into the temporary file, opened write-only on each channel
+	// once created), for long fat paths where one channel's window is the limit. Hashing,
+	// verification and the rename are unchanged. The sender owns the channels.
+	Stripes <-chan *sftp.Client
 	// Buffers are a striped upload's chunk buffers (all the same length): they bound its memory.
 	Buffers [][]byte
 }
@@ -124,7 +125,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	}()
 	h := sha256.New()
 	var n int64
-	if len(opts.Stripes) > 0 && len(opts.Buffers) > 0 {
+	if opts.Stripes != nil && len(opts.Buffers) > 0 {
 		n, err = f.writeStriped(ctx, file, tmp, r, h, opts)
 	} else {
 		n, err = file.ReadFromWithConcurrency(io.TeeReader(ctxReader{ctx, r}, h), 0)

@@ -325,6 +325,7 @@ type conn struct {
 	via      *conn // the jump connection carrying this one, whose tunnel slot it holds
 	slots    int   // channels this connection may have open at once
 	inUse    int   // lent exec/dedicated channels
+	bulk     int   // of inUse, dedicated SFTP channels (file data): what placement spreads
 	tunnels  int   // direct-tcpip channels carrying other pooled connections
 	sftp     *sftp.Client
 	sftpUse  int // borrowers of the shared SFTP client
@@ -332,7 +333,10 @@ type conn struct {
 	dead     bool
 }
 
-type waiter struct{ ch chan grant }
+type waiter struct {
+	ch    chan grant
+	place placement
+}
 
 type grant struct {
 	c   *conn
@@ -444,8 +448,9 @@ func slotsFor(maxSessions int) int {
 	return maxSessions - 2
 }
 
-// acquire lends one channel slot on a connection for t, waiting and dialing as needed.
-func (p *Pool) acquire(ctx context.Context, t Target) (*conn, error) {
+// acquire lends one channel slot on a connection for t, chosen by place, waiting and dialing as
+// needed.
+func (p *Pool) acquire(ctx context.Context, t Target, place placement) (*conn, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.AcquireTimeout)
@@ -462,13 +467,15 @@ func (p *Pool) acquire(ctx context.Context, t Target) (*conn, error) {
 		p.mu.Unlock()
 		return nil, kp.authErr
 	}
-	if c := kp.freeConnLocked(); c != nil && len(kp.waiters) == 0 {
-		c.inUse++
-		p.mu.Unlock()
-		p.metrics.acquireWait.Observe(0)
-		return c, nil
+	if len(kp.waiters) == 0 {
+		if c := p.connForLocked(kp, place); c != nil {
+			c.lendLocked(place)
+			p.mu.Unlock()
+			p.metrics.acquireWait.Observe(0)
+			return c, nil
+		}
 	}
-	w := &waiter{ch: make(chan grant, 1)}
+	w := &waiter{ch: make(chan grant, 1), place: place}
 	kp.waiters = append(kp.waiters, w)
 	p.serveWaitersLocked(kp)
 	p.mu.Unlock()
@@ -484,7 +491,7 @@ func (p *Pool) acquire(ctx context.Context, t Target) (*conn, error) {
 		p.mu.Unlock()
 		if !removed { // a grant raced with the deadline: hand the slot back
 			if g := <-w.ch; g.c != nil {
-				p.release(g.c)
+				p.release(g.c, place)
 			}
 		}
 		p.metrics.acquireTimeouts.Inc()
@@ -493,21 +500,6 @@ func (p *Pool) acquire(ctx context.Context, t Target) (*conn, error) {
 		}
 		return nil, fmt.Errorf("%w: every channel to %s stayed busy until the deadline: %w", ErrUnavailable, t.Key, ctx.Err())
 	}
-}
-
-func (kp *keyPool) freeConnLocked() *conn {
-	// Pack work onto the busiest connection that has room, so surplus connections go idle and
-	// are evicted.
-	var best *conn
-	for _, c := range kp.conns {
-		if c.dead || c.inUse+c.tunnels >= c.slots {
-			continue
-		}
-		if best == nil || c.inUse+c.tunnels > best.inUse+best.tunnels {
-			best = c
-		}
-	}
-	return best
 }
 
 func (kp *keyPool) removeWaiter(w *waiter) bool {
@@ -520,36 +512,42 @@ func (kp *keyPool) removeWaiter(w *waiter) bool {
 	return false
 }
 
-// serveWaitersLocked hands free slots to waiters in FIFO order and starts dials if waiters remain
-// that the connections being dialed will not absorb.
+// serveWaitersLocked hands free slots to waiters in FIFO order (each placed by its placement)
+// and starts dials if waiters remain that the connections being dialed will not absorb.
 func (p *Pool) serveWaitersLocked(kp *keyPool) {
-	for len(kp.waiters) > 0 {
-		c := kp.freeConnLocked()
+	kept := kp.waiters[:0]
+	for _, w := range kp.waiters {
+		c := p.connForLocked(kp, w.place)
 		if c == nil {
-			break
+			kept = append(kept, w)
+			continue
 		}
-		w := kp.waiters[0]
-		kp.waiters = kp.waiters[1:]
-		c.inUse++
+		c.lendLocked(w.place)
 		w.ch <- grant{c: c}
 	}
+	clear(kp.waiters[len(kept):])
+	kp.waiters = kept
 	if len(kp.waiters) == 0 || kp.authErr != nil || p.closing {
 		return
 	}
 	h := p.hostLocked(kp.target.hostID())
 	sh := p.shareLocked(h, kp.key.owner())
 	defer h.tidyShareLocked(kp.key.owner())
-	slots := slotsFor(kp.target.MaxSessions)
-	for len(kp.waiters) > kp.dialing*slots &&
-		len(kp.conns)+kp.dialing < p.cfg.MaxConnsPerKey &&
-		h.conns+h.dialing < p.cfg.MaxConnsPerHost &&
-		sh.conns+sh.dialing < p.cfg.MaxConnsPerOwnerHost {
+	for kp.dialing < dialsWanted(kp.waiters, slotsFor(kp.target.MaxSessions)) && p.mayDialLocked(kp, h, sh) {
 		kp.dialing++
 		h.dialing++
 		sh.dialing++
 		p.wg.Add(1)
 		go p.dialLoop(kp, h)
 	}
+}
+
+// mayDialLocked says whether one more connection for kp stays within the key's, the host's and
+// the owner's share of the host's connections.
+func (p *Pool) mayDialLocked(kp *keyPool, h *hostState, sh *ownerShare) bool {
+	return len(kp.conns)+kp.dialing < p.cfg.MaxConnsPerKey &&
+		h.conns+h.dialing < p.cfg.MaxConnsPerHost &&
+		sh.conns+sh.dialing < p.cfg.MaxConnsPerOwnerHost
 }
 
 func (p *Pool) failWaitersLocked(kp *keyPool, err error) {
@@ -559,11 +557,14 @@ func (p *Pool) failWaitersLocked(kp *keyPool, err error) {
 	kp.waiters = nil
 }
 
-// release returns a slot lent by acquire.
-func (p *Pool) release(c *conn) {
+// release returns a slot lent by acquire for a channel placed by pl.
+func (p *Pool) release(c *conn, pl placement) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c.inUse--
+	if pl.bulk() {
+		c.bulk--
+	}
 	c.lastUsed = time.Now()
 	if !c.dead {
 		p.serveWaitersLocked(c.kp)
@@ -642,6 +643,8 @@ func (p *Pool) dialLoop(kp *keyPool, h *hostState) {
 			return
 		}
 		kp.lastErr = err
+		kp.unspreadLocked()
+		p.serveWaitersLocked(kp)
 		var je *JumpError
 		switch {
 		case errors.As(err, &je) && IsPermanentDialErr(err):
@@ -718,7 +721,7 @@ func (p *Pool) dialVia(ctx context.Context, t Target) (*ssh.Client, *conn, error
 		client, err := dialDirect(ctx, t, p.policy)
 		return client, nil, err
 	}
-	jc, err := p.acquire(ctx, *t.Jump)
+	jc, err := p.acquire(ctx, *t.Jump, placeControl)
 	if err != nil {
 		return nil, nil, &JumpError{Jump: t.Jump.Key, Addr: t.Jump.Addr, Err: err}
 	}

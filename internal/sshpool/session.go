@@ -25,7 +25,7 @@ func (s *Session) Close() error {
 	var err error
 	s.once.Do(func() {
 		err = s.Session.Close()
-		s.p.release(s.c)
+		s.p.release(s.c, placeControl)
 	})
 	return err
 }
@@ -35,7 +35,7 @@ func (s *Session) Close() error {
 // jittered backoff; an open that fails because the connection died is retried on another
 // connection. Nothing has run on the server when NewSession returns an error.
 func (p *Pool) NewSession(ctx context.Context, t Target) (*Session, error) {
-	ch, c, err := p.openChannel(ctx, t, func(c *ssh.Client) (any, error) { return c.NewSession() })
+	ch, c, err := p.openChannel(ctx, t, placeControl, func(c *ssh.Client) (any, error) { return c.NewSession() })
 	if err != nil {
 		return nil, err
 	}
@@ -46,9 +46,10 @@ func (p *Pool) NewSession(ctx context.Context, t Target) (*Session, error) {
 // channel's 2 MiB window would be the bottleneck. Close it to give the slot back.
 type SFTPLease struct {
 	*sftp.Client
-	p    *Pool
-	c    *conn
-	once sync.Once
+	p     *Pool
+	c     *conn
+	place placement
+	once  sync.Once
 }
 
 // Close ends the SFTP channel and returns its slot.
@@ -56,7 +57,7 @@ func (l *SFTPLease) Close() error {
 	var err error
 	l.once.Do(func() {
 		err = l.Client.Close()
-		l.p.release(l.c)
+		l.p.release(l.c, l.place)
 	})
 	return err
 }
@@ -73,13 +74,27 @@ func (l *SFTPLease) Abort() {
 	_ = l.Close()
 }
 
-// DedicatedSFTP opens a new SFTP channel that only the caller uses, on a pooled connection.
+// DedicatedSFTP opens a new SFTP channel that only the caller uses, on a pooled connection
+// (packed onto the busiest one with room).
 func (p *Pool) DedicatedSFTP(ctx context.Context, t Target) (*SFTPLease, error) {
-	ch, c, err := p.openChannel(ctx, t, func(c *ssh.Client) (any, error) { return sftp.NewClient(c, p.sftpOptions()...) })
+	return p.dedicatedSFTP(ctx, t, placeBulk)
+}
+
+// StripeSFTP opens a dedicated SFTP channel for one further part of a striped or multi-stream
+// transfer, on a connection that carries no other file data: an existing one, or one dialed for
+// it within max_conns_per_key and the host's and owner's shares. Where no such connection can
+// be had (limits reached, or the dial failed) it shares the connection carrying the fewest file
+// channels. Callers open several at once and use each as it arrives.
+func (p *Pool) StripeSFTP(ctx context.Context, t Target) (*SFTPLease, error) {
+	return p.dedicatedSFTP(ctx, t, placeSpread)
+}
+
+func (p *Pool) dedicatedSFTP(ctx context.Context, t Target, pl placement) (*SFTPLease, error) {
+	ch, c, err := p.openChannel(ctx, t, pl, func(c *ssh.Client) (any, error) { return sftp.NewClient(c, p.sftpOptions()...) })
 	if err != nil {
 		return nil, err
 	}
-	return &SFTPLease{Client: ch.(*sftp.Client), p: p, c: c}, nil
+	return &SFTPLease{Client: ch.(*sftp.Client), p: p, c: c, place: pl}, nil
 }
 
 func (p *Pool) sftpOptions() []sftp.ClientOption {
@@ -91,12 +106,13 @@ func (p *Pool) sftpOptions() []sftp.ClientOption {
 	}
 }
 
-// openChannel acquires a slot and opens a channel on it with open, retrying refusals and dead
-// connections within ctx's deadline. On success the slot stays lent to the returned channel.
-func (p *Pool) openChannel(ctx context.Context, t Target, open func(*ssh.Client) (any, error)) (any, *conn, error) {
+// openChannel acquires a slot placed by pl and opens a channel on it with open, retrying
+// refusals and dead connections within ctx's deadline. On success the slot stays lent to the
+// returned channel.
+func (p *Pool) openChannel(ctx context.Context, t Target, pl placement, open func(*ssh.Client) (any, error)) (any, *conn, error) {
 	delay := 5 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		c, err := p.acquire(ctx, t)
+		c, err := p.acquire(ctx, t, pl)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -110,7 +126,7 @@ func (p *Pool) openChannel(ctx context.Context, t Target, open func(*ssh.Client)
 			// MaxSessions reached on the server side: channels we closed are still closing.
 			p.metrics.openRetries.Inc()
 		case errors.As(err, &oce):
-			p.release(c)
+			p.release(c, pl)
 			return nil, nil, fmt.Errorf("open channel to %s: %w", t.Key, err)
 		default:
 			// The connection is gone: the channel never opened, so trying elsewhere is safe.
@@ -119,7 +135,7 @@ func (p *Pool) openChannel(ctx context.Context, t Target, open func(*ssh.Client)
 			p.killLocked(c)
 			p.mu.Unlock()
 		}
-		p.release(c)
+		p.release(c, pl)
 		select {
 		case <-time.After(delay/2 + rand.N(delay)):
 		case <-ctx.Done():
@@ -214,7 +230,7 @@ func (p *Pool) openShared(ctx context.Context, t Target) (*SharedSFTP, error) {
 		close(pending)
 	}()
 
-	c, err := p.acquire(ctx, t)
+	c, err := p.acquire(ctx, t, placeControl)
 	if err != nil {
 		return nil, err
 	}

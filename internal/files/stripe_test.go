@@ -1,0 +1,149 @@
+package files
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// gatedAt is one handle to a file's bytes (shared by all its handles, under mu): it serves
+// ReadAt and WriteAt, optionally waiting for gate first, and counts its calls.
+type gatedAt struct {
+	mu    *sync.Mutex
+	data  *[]byte
+	gate  <-chan struct{} // nil: no wait
+	calls atomic.Int32
+	after func() // called after each call, if set
+}
+
+func (g *gatedAt) ReadAt(p []byte, off int64) (int, error) {
+	if g.gate != nil {
+		<-g.gate
+	}
+	g.calls.Add(1)
+	defer g.done()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if off >= int64(len(*g.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, (*g.data)[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (g *gatedAt) WriteAt(p []byte, off int64) (int, error) {
+	if g.gate != nil {
+		<-g.gate
+	}
+	g.calls.Add(1)
+	defer g.done()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if need := off + int64(len(p)); need > int64(len(*g.data)) {
+		*g.data = append(*g.data, make([]byte, need-int64(len(*g.data)))...)
+	}
+	copy((*g.data)[off:], p)
+	return len(p), nil
+}
+
+func (g *gatedAt) done() {
+	if g.after != nil {
+		g.after()
+	}
+}
+
+func buffers(k, size int) [][]byte {
+	out := make([][]byte, k)
+	for i := range out {
+		out[i] = make([]byte, size)
+	}
+	return out
+}
+
+// TestStripedReaderJoin: a handle that joins while the first one is stuck takes over chunks at
+// once; the bytes come out whole and in order, also after a Seek (joined handles stay); a Join
+// after Close is refused.
+func TestStripedReaderJoin(t *testing.T) {
+	data := make([]byte, 1<<20+123)
+	_, _ = rand.Read(data)
+	var mu sync.Mutex
+	gate := make(chan struct{})
+	var once sync.Once
+	first := &gatedAt{mu: &mu, data: &data, gate: gate}
+	second := &gatedAt{mu: &mu, data: &data}
+	second.after = func() { once.Do(func() { close(gate) }) } // the first handle waits for the second's first read
+
+	sr := NewStripedReader([]io.ReaderAt{first}, int64(len(data)), buffers(4*StripeChunksPerChannel, 16<<10), StripeChunksPerChannel)
+	joined := make(chan bool)
+	go func() { joined <- sr.Join(second) }()
+	got, err := io.ReadAll(io.LimitReader(sr, int64(len(data)/2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !<-joined {
+		t.Fatal("Join refused while reading")
+	}
+	if _, err := sr.Seek(int64(len(got)), io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	second.calls.Store(0)
+	rest, err := io.ReadAll(sr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(append(got, rest...), data) {
+		t.Fatal("striped read with a joined handle returned different bytes")
+	}
+	if second.calls.Load() == 0 {
+		t.Fatal("the joined handle served no read after the Seek")
+	}
+	if err := sr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if sr.Join(second) {
+		t.Fatal("Join after Close accepted")
+	}
+}
+
+// TestStripeWriterJoin: a handle that joins while the first one is stuck takes chunks at once;
+// the file is whole, the hash is of the stream in order, and add after the copy is refused.
+func TestStripeWriterJoin(t *testing.T) {
+	data := make([]byte, 1<<20+77)
+	_, _ = rand.Read(data)
+	var mu sync.Mutex
+	gate := make(chan struct{})
+	var once sync.Once
+	var file []byte
+	first := &gatedAt{mu: &mu, data: &file, gate: gate}
+	other := &gatedAt{mu: &mu, data: &file}
+	other.after = func() { once.Do(func() { close(gate) }) } // the first handle waits for the second's first write
+
+	w := newStripeWriter(buffers(4*StripeChunksPerChannel, 16<<10), StripeChunksPerChannel)
+	w.add(first)
+	go w.add(other)
+	h := sha256.New()
+	n, err := w.copy(context.Background(), bytes.NewReader(data), h)
+	if err != nil || n != int64(len(data)) {
+		t.Fatalf("copy: %d, %v", n, err)
+	}
+	if !bytes.Equal(file, data) {
+		t.Fatal("the striped write produced different bytes")
+	}
+	if sum := sha256.Sum256(data); !bytes.Equal(h.Sum(nil), sum[:]) {
+		t.Fatal("hash is not of the stream in order")
+	}
+	if other.calls.Load() == 0 {
+		t.Fatal("the joined handle wrote nothing")
+	}
+	if w.add(other) {
+		t.Fatal("add after the copy accepted")
+	}
+}
