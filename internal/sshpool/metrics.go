@@ -16,6 +16,8 @@ type Stats struct {
 	Keys, Conns, ChannelsInUse, SFTPBorrowers, Waiters, Dialing int
 	// Tunnels are direct-tcpip channels carrying connections to systems behind a jump host.
 	Tunnels int
+	// IdleSFTP are dedicated SFTP channels kept open for the next download or upload.
+	IdleSFTP int
 }
 
 // Stats returns the pool's current state.
@@ -32,6 +34,7 @@ func (p *Pool) Stats() Stats {
 			s.ChannelsInUse += c.inUse
 			s.Tunnels += c.tunnels
 			s.SFTPBorrowers += c.sftpUse
+			s.IdleSFTP += len(c.idle)
 			if c.sftp != nil {
 				s.ChannelsInUse++
 			}

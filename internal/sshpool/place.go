@@ -34,32 +34,43 @@ func (c *conn) lendLocked(pl placement) {
 	}
 }
 
-// hasRoom says whether c can take one more channel.
+// hasRoom says whether c can take one more channel (idle data channels hold slots too).
 func (c *conn) hasRoom() bool {
-	return !c.dead && c.inUse+c.tunnels < c.slots
+	return !c.dead && c.inUse+c.tunnels+len(c.idle) < c.slots
 }
 
 // connForLocked picks kp's connection for a channel placed by pl, or nil when the channel must
-// wait (for a slot, or for a connection being dialed for it).
+// wait (for a slot, or for a connection being dialed for it). Where only idle data channels
+// fill the connections, the oldest is closed for the slot.
 func (p *Pool) connForLocked(kp *keyPool, pl placement) *conn {
+	c, wait := p.pickConnLocked(kp, pl)
+	if c == nil && !wait {
+		c = kp.reclaimLocked()
+	}
+	return c
+}
+
+// pickConnLocked is connForLocked without reclaiming idle channels; wait says a spread channel
+// waits for a connection being dialed for it.
+func (p *Pool) pickConnLocked(kp *keyPool, pl placement) (c *conn, wait bool) {
 	switch pl {
 	case placeSpread:
 		for _, c := range kp.conns {
 			if c.hasRoom() && c.bulk == 0 {
-				return c
+				return c, false
 			}
 		}
 		h := p.hostLocked(kp.target.hostID())
 		sh := p.shareLocked(h, kp.key.owner())
 		defer h.tidyShareLocked(kp.key.owner())
 		if kp.authErr == nil && (kp.dialing > 0 || p.mayDialLocked(kp, h, sh)) {
-			return nil // a connection of its own is, or will be, on its way
+			return nil, true // a connection of its own is, or will be, on its way
 		}
-		return kp.leastBulkConnLocked()
+		return kp.leastBulkConnLocked(), false
 	case placeLeast:
-		return kp.leastBulkConnLocked()
+		return kp.leastBulkConnLocked(), false
 	default:
-		return kp.packedConnLocked()
+		return kp.packedConnLocked(), false
 	}
 }
 

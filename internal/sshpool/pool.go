@@ -115,16 +115,21 @@ func WithNetworkPolicy(np *netpolicy.Policy) Option {
 
 // Config holds the pool's limits. Zero fields take the defaults shown.
 type Config struct {
-	MaxConnsPerKey    int           `yaml:"max_conns_per_key" env:"MAX_CONNS_PER_KEY"`       // 6
-	MaxConnsPerHost   int           `yaml:"max_conns_per_host" env:"MAX_CONNS_PER_HOST"`     // 64
-	MaxDialsPerHost   int           `yaml:"max_dials_per_host" env:"MAX_DIALS_PER_HOST"`     // 3 unauthenticated in flight (sshd starts dropping at 10)
-	DialTimeout       time.Duration `yaml:"dial_timeout" env:"DIAL_TIMEOUT"`                 // 15s for TCP + handshake + auth
-	AcquireTimeout    time.Duration `yaml:"acquire_timeout" env:"ACQUIRE_TIMEOUT"`           // 30s wait for a channel when the caller has no deadline
-	KeepaliveInterval time.Duration `yaml:"keepalive_interval" env:"KEEPALIVE_INTERVAL"`     // 15s
-	KeepaliveTimeout  time.Duration `yaml:"keepalive_timeout" env:"KEEPALIVE_TIMEOUT"`       // 10s
-	IdleTimeout       time.Duration `yaml:"idle_timeout" env:"IDLE_TIMEOUT"`                 // 5m
-	SFTPMaxPacket     int           `yaml:"sftp_max_packet" env:"SFTP_MAX_PACKET"`           // 32 KiB
-	SFTPMaxInflight   int           `yaml:"sftp_max_inflight" env:"SFTP_MAX_INFLIGHT"`       // 64 requests per file
+	MaxConnsPerKey    int           `yaml:"max_conns_per_key" env:"MAX_CONNS_PER_KEY"`   // 6
+	MaxConnsPerHost   int           `yaml:"max_conns_per_host" env:"MAX_CONNS_PER_HOST"` // 64
+	MaxDialsPerHost   int           `yaml:"max_dials_per_host" env:"MAX_DIALS_PER_HOST"` // 3 unauthenticated in flight (sshd starts dropping at 10)
+	DialTimeout       time.Duration `yaml:"dial_timeout" env:"DIAL_TIMEOUT"`             // 15s for TCP + handshake + auth
+	AcquireTimeout    time.Duration `yaml:"acquire_timeout" env:"ACQUIRE_TIMEOUT"`       // 30s wait for a channel when the caller has no deadline
+	KeepaliveInterval time.Duration `yaml:"keepalive_interval" env:"KEEPALIVE_INTERVAL"` // 15s
+	KeepaliveTimeout  time.Duration `yaml:"keepalive_timeout" env:"KEEPALIVE_TIMEOUT"`   // 10s
+	IdleTimeout       time.Duration `yaml:"idle_timeout" env:"IDLE_TIMEOUT"`             // 5m
+	SFTPMaxPacket     int           `yaml:"sftp_max_packet" env:"SFTP_MAX_PACKET"`       // 32 KiB
+	SFTPMaxInflight   int           `yaml:"sftp_max_inflight" env:"SFTP_MAX_INFLIGHT"`   // 64 requests per file
+	// SFTPIdlePerConn is how many dedicated SFTP channels (downloads, uploads, transfer
+	// streams) a connection keeps open after their lease ends, for the next one (default 2;
+	// -1 keeps none); SFTPIdleTimeout how long one stays idle before it is closed (20s).
+	SFTPIdlePerConn   int           `yaml:"sftp_idle_per_conn" env:"SFTP_IDLE_PER_CONN"`
+	SFTPIdleTimeout   time.Duration `yaml:"sftp_idle_timeout" env:"SFTP_IDLE_TIMEOUT"`
 	MaxOpenRetryDelay time.Duration `yaml:"max_open_retry_delay" env:"MAX_OPEN_RETRY_DELAY"` // 200ms
 	// MaxConnsPerOwnerHost is one owner's share of a host's connections (half of
 	// MaxConnsPerHost); MaxDialsPerOwnerHost its share of the host's unauthenticated dials
@@ -153,6 +158,13 @@ func (c *Config) setDefaults() {
 	def(&c.MaxDialsPerHost, 3)
 	def(&c.SFTPMaxPacket, 32*1024)
 	def(&c.SFTPMaxInflight, 64)
+	switch {
+	case c.SFTPIdlePerConn == 0:
+		c.SFTPIdlePerConn = 2
+	case c.SFTPIdlePerConn < 0:
+		c.SFTPIdlePerConn = 0
+	}
+	defd(&c.SFTPIdleTimeout, 20*time.Second)
 	defd(&c.DialTimeout, 15*time.Second)
 	defd(&c.AcquireTimeout, 30*time.Second)
 	defd(&c.KeepaliveInterval, 15*time.Second)
@@ -322,11 +334,12 @@ type conn struct {
 	kp       *keyPool
 	host     *hostState
 	client   *ssh.Client
-	via      *conn // the jump connection carrying this one, whose tunnel slot it holds
-	slots    int   // channels this connection may have open at once
-	inUse    int   // lent exec/dedicated channels
-	bulk     int   // of inUse, dedicated SFTP channels (file data): what placement spreads
-	tunnels  int   // direct-tcpip channels carrying other pooled connections
+	via      *conn       // the jump connection carrying this one, whose tunnel slot it holds
+	slots    int         // channels this connection may have open at once
+	inUse    int         // lent exec/dedicated channels
+	bulk     int         // of inUse, dedicated SFTP channels (file data): what placement spreads
+	idle     []*dataChan // dedicated SFTP channels kept open for the next lease, oldest first
+	tunnels  int         // direct-tcpip channels carrying other pooled connections
 	sftp     *sftp.Client
 	sftpUse  int // borrowers of the shared SFTP client
 	lastUsed time.Time
@@ -955,7 +968,7 @@ func (p *Pool) probe(c *conn) error {
 // janitor closes connections that stayed idle longer than IdleTimeout.
 func (p *Pool) janitor() {
 	defer p.wg.Done()
-	tick := time.NewTicker(min(p.cfg.IdleTimeout/4, 30*time.Second))
+	tick := time.NewTicker(min(p.cfg.IdleTimeout/4, p.cfg.SFTPIdleTimeout/2, 30*time.Second))
 	defer tick.Stop()
 	for {
 		select {
@@ -970,6 +983,7 @@ func (p *Pool) janitor() {
 func (p *Pool) evictIdle(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closeIdleLocked(now.Add(-p.cfg.SFTPIdleTimeout))
 	for k, kp := range p.keys {
 		for _, c := range append([]*conn(nil), kp.conns...) {
 			if c.inUse == 0 && c.sftpUse == 0 && c.tunnels == 0 && now.Sub(c.lastUsed) > p.cfg.IdleTimeout {

@@ -48,14 +48,23 @@ type SFTPLease struct {
 	*sftp.Client
 	p     *Pool
 	c     *conn
+	ch    *dataChan
 	place placement
 	once  sync.Once
 }
 
-// Close ends the SFTP channel and returns its slot.
+// Close ends the lease and returns its slot. The channel itself stays open, idle, for the next
+// lease of the same key where the pool keeps it (see SFTPIdlePerConn); the caller must have
+// closed its files and have no request in flight.
 func (l *SFTPLease) Close() error {
 	var err error
 	l.once.Do(func() {
+		l.p.mu.Lock()
+		kept := l.p.parkLocked(l.c, l.ch, l.place)
+		l.p.mu.Unlock()
+		if kept {
+			return
+		}
 		err = l.Client.Close()
 		l.p.release(l.c, l.place)
 	})
@@ -89,12 +98,24 @@ func (p *Pool) StripeSFTP(ctx context.Context, t Target) (*SFTPLease, error) {
 	return p.dedicatedSFTP(ctx, t, placeSpread)
 }
 
+// dedicatedSFTP lends an idle data channel of t's key placed by pl, or opens a new one.
 func (p *Pool) dedicatedSFTP(ctx context.Context, t Target, pl placement) (*SFTPLease, error) {
+	p.mu.Lock()
+	var c *conn
+	var dc *dataChan
+	if kp := p.keys[t.Key]; kp != nil && !p.closing && kp.authErr == nil {
+		c, dc = kp.takeIdleLocked(pl)
+	}
+	p.mu.Unlock()
+	if dc != nil {
+		return &SFTPLease{Client: dc.cl, p: p, c: c, ch: dc, place: pl}, nil
+	}
 	ch, c, err := p.openChannel(ctx, t, pl, func(c *ssh.Client) (any, error) { return sftp.NewClient(c, p.sftpOptions()...) })
 	if err != nil {
 		return nil, err
 	}
-	return &SFTPLease{Client: ch.(*sftp.Client), p: p, c: c, place: pl}, nil
+	cl := ch.(*sftp.Client)
+	return &SFTPLease{Client: cl, p: p, c: c, ch: &dataChan{cl: cl}, place: pl}, nil
 }
 
 func (p *Pool) sftpOptions() []sftp.ClientOption {
