@@ -15,9 +15,9 @@ import (
 
 // BenchmarkIdleConnMemory measures what an idle pooled connection costs sshapi: RSS and Go heap
 // plus stacks per connection, for n connections (SSHAPI_IDLE_CONNS, default 200) each of its own
-// key, spread over sshd servers of 250 connections each, first bare (after a credential check)
-// and then also holding the connection's shared SFTP channel. It measures; it asserts nothing
-// about size.
+// key, spread over sshd servers of 250 connections each, first bare (after a credential check),
+// then also holding the connection's shared SFTP channel, then also one idle dedicated SFTP
+// channel (kept after a download). It measures; it asserts nothing about size.
 //
 //	SSHAPI_IDLE_CONNS=1000 go test -run '^$' -bench IdleConnMemory -benchtime 1x ./internal/sshpool/
 func BenchmarkIdleConnMemory(b *testing.B) {
@@ -57,10 +57,25 @@ func BenchmarkIdleConnMemory(b *testing.B) {
 			return err
 		})
 		rss2, heap2 := memNow()
+		forAll(b, targets, func(tg Target) error {
+			l, err := p.DedicatedSFTP(b.Context(), tg)
+			if err != nil {
+				return err
+			}
+			_, err = l.Getwd()
+			_ = l.Close() // kept idle on its connection
+			return err
+		})
+		if got := p.Stats().IdleSFTP; got != n {
+			b.Fatalf("%d idle SFTP channels, want %d", got, n)
+		}
+		rss3, heap3 := memNow()
 		b.ReportMetric(float64(rss1-rss0)/1024/float64(n), "rss-KiB/conn")
 		b.ReportMetric(float64(heap1-heap0)/1024/float64(n), "heap+stack-KiB/conn")
 		b.ReportMetric(float64(rss2-rss0)/1024/float64(n), "rss-KiB/conn+sftp")
 		b.ReportMetric(float64(heap2-heap0)/1024/float64(n), "heap+stack-KiB/conn+sftp")
+		b.ReportMetric(float64(rss3-rss0)/1024/float64(n), "rss-KiB/conn+sftp+idle")
+		b.ReportMetric(float64(heap3-heap0)/1024/float64(n), "heap+stack-KiB/conn+sftp+idle")
 		_ = p.Stop(b.Context())
 	}
 }
