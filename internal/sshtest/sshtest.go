@@ -237,11 +237,27 @@ func (s *Server) Kill() {
 		return
 	}
 	pid := s.cmd.Process.Pid
-	// Per-connection sshd processes call setsid and leave the group: stop the listener first so
-	// no new child appears, then kill every descendant, then the listener.
+	// Per-connection sshd processes call setsid and leave the group, and they fork (privilege
+	// separation, the user's session) at any time: freeze the listener and then every
+	// descendant, pass after pass until a pass finds no new one (a frozen process cannot fork),
+	// and only then kill them all. A child that escaped would keep its connection's socket open.
+	frozen := map[int]bool{pid: true}
 	_ = syscall.Kill(pid, syscall.SIGSTOP)
-	for _, child := range descendants(pid) {
-		_ = syscall.Kill(child, syscall.SIGKILL)
+	for pass := 0; pass < 100; pass++ {
+		fresh := 0
+		for _, child := range descendants(pid) {
+			if !frozen[child] {
+				frozen[child] = true
+				fresh++
+				_ = syscall.Kill(child, syscall.SIGSTOP)
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	for p := range frozen {
+		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	s.cmd = nil
