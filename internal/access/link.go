@@ -18,7 +18,9 @@ import (
 const linkIDPrefix = "l_"
 
 // NewLink makes a link to owner's path on system id and returns it with its token, the only
-// time the token exists outside the caller's hands (only its hash is stored).
+// time the token exists outside the caller's hands (only its hash is stored). A system that
+// already has Config.MaxLinksPerSystem links gets none (store.ErrLimit, checked atomically by
+// the store).
 func (r *Resolver) NewLink(ctx context.Context, owner, id, p string, level Level, expires time.Time, maxUses int64) (*store.Link, string, error) {
 	if !strings.HasPrefix(p, "/") {
 		return nil, "", &FieldError{Field: "path", Message: "must be absolute"}
@@ -27,7 +29,7 @@ func (r *Resolver) NewLink(ctx context.Context, owner, id, p string, level Level
 	sum := sha256.Sum256([]byte(secret))
 	l := &store.Link{ID: linkIDPrefix + strings.ToLower(rand.Text()[:16]), Owner: owner, SystemID: id, Path: path.Clean(p),
 		Access: levelName(level), SecretHash: sum[:], ExpiresAt: expires, MaxUses: maxUses}
-	if err := r.deps.Store.CreateLink(ctx, &store.LinkCreateParams{Link: l}); err != nil {
+	if err := r.deps.Store.CreateLink(ctx, &store.LinkCreateParams{Link: l, Max: r.cfg.MaxLinksPerSystem}); err != nil {
 		return nil, "", err
 	}
 	return l, l.ID + "." + secret, nil

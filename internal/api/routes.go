@@ -330,6 +330,8 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return Problem{Status: http.StatusNotImplemented, Detail: err.Error()}
 	case errors.Is(err, store.ErrNotFound):
 		return Problem{Status: http.StatusNotFound, Detail: notFoundDetail(r)}
+	case errors.Is(err, store.ErrLimit):
+		return Problem{Status: http.StatusConflict, Detail: err.Error() + ": delete some first"}
 	case errors.Is(err, store.ErrConflict):
 		return Problem{Status: http.StatusConflict, Detail: "already exists: " + err.Error()}
 	case errors.Is(err, store.ErrInvalid):

@@ -107,14 +107,7 @@ func (s *Server) createGrant(w http.ResponseWriter, r *http.Request) error {
 		}
 		g.ExpiresAt = *req.ExpiresAt
 	}
-	existing, err := s.deps.Store.ListGrants(r.Context(), &store.GrantListParams{Owner: sys.Owner, SystemID: sys.ID})
-	if err != nil {
-		return err
-	}
-	if len(existing) >= s.access.Config().MaxGrantsPerSystem {
-		return errStatus(http.StatusConflict, "system %q already has %d grants (the limit): delete some first", sys.ID, len(existing))
-	}
-	if err := s.deps.Store.CreateGrant(r.Context(), &store.GrantCreateParams{Grant: g}); err != nil {
+	if err := s.deps.Store.CreateGrant(r.Context(), &store.GrantCreateParams{Grant: g, Max: s.access.Config().MaxGrantsPerSystem}); err != nil {
 		return err
 	}
 	noteDecision(r.Context(), &access.Decision{Owner: sys.Owner, SystemID: sys.ID}, p)
@@ -219,13 +212,6 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request) error {
 			return badField("max_uses", "must be between 1 and %d (leave it out for no limit)", int64(maxLinkUses))
 		}
 		maxUses = *req.MaxUses
-	}
-	existing, err := s.deps.Store.ListLinks(r.Context(), &store.LinkListParams{Owner: sys.Owner, SystemID: sys.ID})
-	if err != nil {
-		return err
-	}
-	if len(existing) >= cfg.MaxLinksPerSystem {
-		return errStatus(http.StatusConflict, "system %q already has %d links (the limit): delete some first", sys.ID, len(existing))
 	}
 	l, token, err := s.access.NewLink(r.Context(), sys.Owner, sys.ID, p, level, time.Now().Add(ttl), maxUses)
 	if err != nil {

@@ -2,8 +2,30 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
+
+// ErrLimit is wrapped by the error of a create refused because the system already has the
+// most grants or links the caller allows (GrantCreateParams.Max, LinkCreateParams.Max).
+var ErrLimit = errors.New("store: limit reached")
+
+// LimitError is the error of a create refused by its Max; it wraps ErrLimit and reads
+// `system "hpc" already has 1000 grants (the limit)`.
+type LimitError struct {
+	// SystemID is the system that is full; What is "grants" or "links".
+	SystemID, What string
+	// Max is the limit the create was given.
+	Max int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("system %q already has %d %s (the limit)", e.SystemID, e.Max, e.What)
+}
+
+// Unwrap makes errors.Is(err, ErrLimit) hold.
+func (e *LimitError) Unwrap() error { return ErrLimit }
 
 // Grant lets a principal use part of an owner's system through the owner's credential.
 type Grant struct {
@@ -45,7 +67,13 @@ type Link struct {
 }
 
 // GrantCreateParams creates a grant; the store sets ID and CreatedAt on Grant.
-type GrantCreateParams struct{ Grant *Grant }
+type GrantCreateParams struct {
+	Grant *Grant
+	// Max, when > 0, refuses the grant (a *LimitError) if the system already has Max grants.
+	// The count and the insert are atomic: concurrent creates, on any number of instances
+	// sharing the database, never leave more than Max.
+	Max int
+}
 
 // GrantListParams selects one system's grants (Owner and SystemID), or, with SystemID empty
 // and Principals set, every unexpired grant to any of Principals across owners.
@@ -60,7 +88,12 @@ type GrantListParams struct {
 type GrantDeleteParams struct{ Owner, SystemID, ID string }
 
 // LinkCreateParams creates a link; the store sets CreatedAt.
-type LinkCreateParams struct{ Link *Link }
+type LinkCreateParams struct {
+	Link *Link
+	// Max, when > 0, refuses the link (a *LimitError) if the system already has Max links,
+	// atomically as GrantCreateParams.Max.
+	Max int
+}
 
 // LinkListParams lists one system's links.
 type LinkListParams struct{ Owner, SystemID string }
@@ -116,14 +149,15 @@ type AuditAppendParams struct{ Entries []AuditEntry }
 // AccessStore persists grants, links, the provenance audit and operator switches. Methods
 // follow River's style: (ctx, *Params).
 type AccessStore interface {
-	// CreateGrant inserts p.Grant (ErrNotFound if the system does not exist).
+	// CreateGrant inserts p.Grant (ErrNotFound if the system does not exist, ErrLimit if it
+	// has p.Max grants).
 	CreateGrant(ctx context.Context, p *GrantCreateParams) error
 	// ListGrants returns grants per p, oldest first (never nil).
 	ListGrants(ctx context.Context, p *GrantListParams) ([]Grant, error)
 	// DeleteGrant deletes one grant, or ErrNotFound.
 	DeleteGrant(ctx context.Context, p *GrantDeleteParams) error
-	// CreateLink inserts p.Link (ErrNotFound if the system does not exist, ErrConflict on a
-	// duplicate ID).
+	// CreateLink inserts p.Link (ErrNotFound if the system does not exist, ErrLimit if it has
+	// p.Max links, ErrConflict on a duplicate ID).
 	CreateLink(ctx context.Context, p *LinkCreateParams) error
 	// GetLink returns a link, or ErrNotFound.
 	GetLink(ctx context.Context, p *LinkGetParams) (*Link, error)

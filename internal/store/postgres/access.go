@@ -54,16 +54,43 @@ func (d *DB) CreateGrant(ctx context.Context, p *store.GrantCreateParams) error 
 	}
 	g.ID, g.CreatedAt = "g_"+rand.Text(), now()
 	g.ExpiresAt = g.ExpiresAt.UTC().Truncate(time.Microsecond)
-	tag, err := d.pool.Exec(ctx, `INSERT INTO grants (id, owner, system_id, principal, path, access, expires_at, created_at)
-		SELECT $1, owner, id, $2, $3, $4, $5, $6 FROM systems WHERE owner = $7 AND id = $8`,
-		g.ID, g.Principal, g.Path, g.Access, nullTime(g.ExpiresAt), g.CreatedAt, g.Owner, g.SystemID)
-	if err != nil {
-		return fmt.Errorf("postgres: create grant: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("system %q: %w", g.SystemID, store.ErrNotFound)
-	}
-	return nil
+	return d.withRoom(ctx, "grants", g.Owner, g.SystemID, p.Max, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO grants (id, owner, system_id, principal, path, access, expires_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			g.ID, g.Owner, g.SystemID, g.Principal, g.Path, g.Access, nullTime(g.ExpiresAt), g.CreatedAt); err != nil {
+			return fmt.Errorf("postgres: create grant: %w", err)
+		}
+		return nil
+	})
+}
+
+// withRoom runs insert in a transaction once owner's system id is known to exist (else
+// ErrNotFound) and, when max > 0, to have fewer than max rows in table ("grants" or "links";
+// else a *store.LimitError). It locks the system's row first (FOR NO KEY UPDATE: creators of
+// one system queue, on every instance sharing the database, while foreign-key checks of other
+// writes still pass), and counts after the lock, under READ COMMITTED, so the count includes
+// every create that held the lock before; it stays true until insert commits.
+func (d *DB) withRoom(ctx context.Context, table, owner, id string, max int, insert func(tx pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM systems WHERE owner = $1 AND id = $2 FOR NO KEY UPDATE`, owner, id).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("system %q: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: lock system: %w", err)
+		}
+		if max > 0 {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE owner = $1 AND system_id = $2`, owner, id).Scan(&n); err != nil {
+				return fmt.Errorf("postgres: count %s: %w", table, err)
+			}
+			if n >= max {
+				return &store.LimitError{SystemID: id, What: table, Max: max}
+			}
+		}
+		return insert(tx)
+	})
 }
 
 // ListGrants implements store.AccessStore.
@@ -141,19 +168,17 @@ func (d *DB) CreateLink(ctx context.Context, p *store.LinkCreateParams) error {
 	}
 	l.CreatedAt = now()
 	l.ExpiresAt = l.ExpiresAt.UTC().Truncate(time.Microsecond)
-	tag, err := d.pool.Exec(ctx, `INSERT INTO links (`+linkColumns+`)
-		SELECT $1, owner, id, $2, $3, $4, $5, $6, 0, $7 FROM systems WHERE owner = $8 AND id = $9`,
-		l.ID, l.Path, l.Access, nonNil(l.SecretHash), l.ExpiresAt, l.MaxUses, l.CreatedAt, l.Owner, l.SystemID)
-	if isCode(err, uniqueViolation) {
-		return fmt.Errorf("link %q: %w", l.ID, store.ErrConflict)
-	}
-	if err != nil {
-		return fmt.Errorf("postgres: create link: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("system %q: %w", l.SystemID, store.ErrNotFound)
-	}
-	return nil
+	return d.withRoom(ctx, "links", l.Owner, l.SystemID, p.Max, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO links (`+linkColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9)`,
+			l.ID, l.Owner, l.SystemID, l.Path, l.Access, nonNil(l.SecretHash), l.ExpiresAt, l.MaxUses, l.CreatedAt)
+		if isCode(err, uniqueViolation) {
+			return fmt.Errorf("link %q: %w", l.ID, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("postgres: create link: %w", err)
+		}
+		return nil
+	})
 }
 
 // GetLink implements store.AccessStore.

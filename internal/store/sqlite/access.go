@@ -37,13 +37,37 @@ func (d *DB) CreateGrant(ctx context.Context, p *store.GrantCreateParams) error 
 	}
 	g.ID, g.CreatedAt = "g_"+rand.Text(), now()
 	g.ExpiresAt = g.ExpiresAt.UTC().Truncate(time.Microsecond)
-	res, err := d.db.ExecContext(ctx, `INSERT INTO grants (id, owner, system_id, principal, path, access, expires_at, created_at)
-		SELECT ?, owner, id, ?, ?, ?, ?, ? FROM systems WHERE owner = ? AND id = ?`,
-		g.ID, g.Principal, g.Path, g.Access, micros(g.ExpiresAt), g.CreatedAt.UnixMicro(), g.Owner, g.SystemID)
-	if err != nil {
-		return fmt.Errorf("sqlite: create grant: %w", err)
+	return d.inTx(ctx, func(tx *sql.Tx) error {
+		if err := checkRoom(ctx, tx, "grants", g.Owner, g.SystemID, p.Max); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			g.ID, g.Owner, g.SystemID, g.Principal, g.Path, g.Access, micros(g.ExpiresAt), g.CreatedAt.UnixMicro()); err != nil {
+			return fmt.Errorf("sqlite: create grant: %w", err)
+		}
+		return nil
+	})
+}
+
+// checkRoom is the check before a grant or link is inserted in tx: ErrNotFound if owner has
+// no system id, a *store.LimitError if max > 0 and the system already has max rows in table
+// ("grants" or "links"). Every transaction begins IMMEDIATE, holding the database's one write
+// lock from its first statement to its commit, so the count stays true until the insert
+// commits: concurrent creators (other connections or processes) queue behind it.
+func checkRoom(ctx context.Context, tx *sql.Tx, table, owner, id string, max int) error {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT CASE WHEN ? > 0 THEN (SELECT count(*) FROM `+table+` WHERE owner = ? AND system_id = ?) ELSE 0 END
+		FROM systems WHERE owner = ? AND id = ?`, max, owner, id, owner, id).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("system %q: %w", id, store.ErrNotFound)
 	}
-	return mustAffect(res, fmt.Sprintf("system %q", g.SystemID))
+	if err != nil {
+		return fmt.Errorf("sqlite: count %s: %w", table, err)
+	}
+	if max > 0 && n >= max {
+		return &store.LimitError{SystemID: id, What: table, Max: max}
+	}
+	return nil
 }
 
 // ListGrants implements store.AccessStore.
@@ -134,16 +158,20 @@ func (d *DB) CreateLink(ctx context.Context, p *store.LinkCreateParams) error {
 	}
 	l.CreatedAt = now()
 	l.ExpiresAt = l.ExpiresAt.UTC().Truncate(time.Microsecond)
-	res, err := d.db.ExecContext(ctx, `INSERT INTO links (`+linkColumns+`)
-		SELECT ?, owner, id, ?, ?, ?, ?, ?, 0, ? FROM systems WHERE owner = ? AND id = ?`,
-		l.ID, l.Path, l.Access, nonNil(l.SecretHash), l.ExpiresAt.UnixMicro(), l.MaxUses, l.CreatedAt.UnixMicro(), l.Owner, l.SystemID)
-	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
-		return fmt.Errorf("link %q: %w", l.ID, store.ErrConflict)
-	}
-	if err != nil {
-		return fmt.Errorf("sqlite: create link: %w", err)
-	}
-	return mustAffect(res, fmt.Sprintf("system %q", l.SystemID))
+	return d.inTx(ctx, func(tx *sql.Tx) error {
+		if err := checkRoom(ctx, tx, "links", l.Owner, l.SystemID, p.Max); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO links (`+linkColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)`,
+			l.ID, l.Owner, l.SystemID, l.Path, l.Access, nonNil(l.SecretHash), l.ExpiresAt.UnixMicro(), l.MaxUses, l.CreatedAt.UnixMicro())
+		if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
+			return fmt.Errorf("link %q: %w", l.ID, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: create link: %w", err)
+		}
+		return nil
+	})
 }
 
 // GetLink implements store.AccessStore.

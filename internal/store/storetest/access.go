@@ -245,3 +245,108 @@ func testAuditBatch(t *testing.T, s store.Store) {
 		t.Fatalf("a refused batch wrote %d entries", len(got)-3)
 	}
 }
+
+// testCreateLimit: creates given a Max, racing on several systems at once, leave exactly Max
+// grants (links) on each and refuse the rest with ErrLimit; a deleted one makes room; a missing
+// system is ErrNotFound, not ErrLimit.
+func testCreateLimit(t *testing.T, s store.Store) {
+	const limit, racers, systems = 5, 20, 16
+	ctx := t.Context()
+	for i := range systems {
+		mustCreate(t, s, sampleSystem("alice", fmt.Sprint("hpc", i)))
+	}
+	kinds := []struct {
+		name   string
+		create func(id string, n int) error
+		list   func(id string) ([]string, error)
+		del    func(id, item string) error
+	}{
+		{
+			name: "grants",
+			create: func(id string, n int) error {
+				return s.CreateGrant(ctx, &store.GrantCreateParams{Max: limit, Grant: &store.Grant{Owner: "alice", SystemID: id,
+					Principal: fmt.Sprintf("user:u%d", n), Path: "/p", Access: "read"}})
+			},
+			list: func(id string) ([]string, error) {
+				gs, err := s.ListGrants(ctx, &store.GrantListParams{Owner: "alice", SystemID: id})
+				var ids []string
+				for _, g := range gs {
+					ids = append(ids, g.ID)
+				}
+				return ids, err
+			},
+			del: func(id, item string) error {
+				return s.DeleteGrant(ctx, &store.GrantDeleteParams{Owner: "alice", SystemID: id, ID: item})
+			},
+		},
+		{
+			name: "links",
+			create: func(id string, n int) error {
+				return s.CreateLink(ctx, &store.LinkCreateParams{Max: limit, Link: &store.Link{ID: fmt.Sprintf("l-%s-%d", id, n), Owner: "alice",
+					SystemID: id, Path: "/p", Access: "read", SecretHash: []byte{1}, ExpiresAt: time.Now().Add(time.Hour)}})
+			},
+			list: func(id string) ([]string, error) {
+				ls, err := s.ListLinks(ctx, &store.LinkListParams{Owner: "alice", SystemID: id})
+				var ids []string
+				for _, l := range ls {
+					ids = append(ids, l.ID)
+				}
+				return ids, err
+			},
+			del: func(id, item string) error {
+				return s.DeleteLink(ctx, &store.LinkDeleteParams{Owner: "alice", SystemID: id, ID: item})
+			},
+		},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			start := make(chan struct{})
+			errs := make([][racers]error, systems)
+			var wg sync.WaitGroup
+			for sys := range systems {
+				for i := range racers {
+					wg.Go(func() {
+						<-start
+						errs[sys][i] = k.create(fmt.Sprint("hpc", sys), i)
+					})
+				}
+			}
+			close(start)
+			wg.Wait()
+			for sys := range systems {
+				id, ok := fmt.Sprint("hpc", sys), 0
+				for _, err := range errs[sys] {
+					var le *store.LimitError
+					switch {
+					case err == nil:
+						ok++
+					case !errors.Is(err, store.ErrLimit):
+						t.Errorf("racing create on %s: %v, want nil or ErrLimit", id, err)
+					case !errors.As(err, &le) || le.Max != limit || le.SystemID != id:
+						t.Errorf("limit error %v, want a *store.LimitError for %s with Max %d", err, id, limit)
+					}
+				}
+				ids, err := k.list(id)
+				if err != nil || ok != limit || len(ids) != limit {
+					t.Errorf("%s: %d of %d racing creates succeeded, %d stored (%v); want %d", id, ok, racers, len(ids), err, limit)
+				}
+			}
+			if t.Failed() {
+				return
+			}
+			ids, _ := k.list("hpc0")
+			if err := k.del("hpc0", ids[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := k.create("hpc0", racers); err != nil {
+				t.Fatalf("create after a delete made room: %v", err)
+			}
+			if err := k.create("hpc0", racers+1); !errors.Is(err, store.ErrLimit) {
+				t.Fatalf("create on a full system: %v, want ErrLimit", err)
+			}
+			if err := k.create("nope", 0); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("create on a missing system: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}

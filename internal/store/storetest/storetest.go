@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Ping", testPing},
 		{"Grants", testGrants},
 		{"Links", testLinks},
+		{"CreateLimit", testCreateLimit},
 		{"AuditQuery", testAuditQuery},
 		{"Disabled", testDisabled},
 		{"UserGroups", testUserGroups},
