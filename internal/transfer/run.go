@@ -19,6 +19,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sshapi/sshapi/internal/confine"
+	"github.com/sshapi/sshapi/internal/digest"
 )
 
 // Why a run's context ended.
@@ -851,16 +852,16 @@ func (r *run) syncCheck(ctx context.Context, files []*Item) error {
 // sums computes sha256 of the items' sources and of dstPath(item) at the destination, both at
 // once. Paths that could not be read are missing from the maps, with their errors in errs.
 func (r *run) sums(ctx context.Context, items []*Item, dstPath func(*Item) string) (src, dst map[string]string, errs map[string]error, err error) {
-	srcPaths := make([]string, len(items))
-	dstPaths := make([]string, len(items))
+	srcFiles := make([]digest.File, len(items))
+	dstFiles := make([]digest.File, len(items))
 	for i, it := range items {
-		srcPaths[i], dstPaths[i] = it.Source, dstPath(it)
+		srcFiles[i], dstFiles[i] = digest.File{Path: it.Source, Size: it.Size}, digest.File{Path: dstPath(it), Size: it.Size}
 	}
 	var srcErrs, dstErrs map[string]error
 	var serr, derr error
 	var wg sync.WaitGroup
-	wg.Go(func() { src, srcErrs, serr = r.sourceSHA256(ctx, srcPaths) })
-	wg.Go(func() { dst, dstErrs, derr = sha256Batch(ctx, r.dstR, dstPaths, r.e.cfg.CommandTimeout) })
+	wg.Go(func() { src, srcErrs, serr = r.sourceSHA256(ctx, srcFiles) })
+	wg.Go(func() { dst, dstErrs, derr = sha256Batch(ctx, r.dstR, dstFiles, r.e.cfg.CommandTimeout) })
 	wg.Wait()
 	if err := errors.Join(serr, derr); err != nil {
 		return nil, nil, nil, err
