@@ -3,13 +3,13 @@ package files
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"strings"
 
+	"github.com/sshapi/sshapi/internal/digest"
 	"github.com/sshapi/sshapi/internal/shell"
 )
 
@@ -241,29 +241,14 @@ func (f *FS) Compress(ctx context.Context, sources []string, archive, format str
 	return nil
 }
 
-// checksumTool returns the coreutils command for a Checksum algorithm and its digest size in
-// bytes.
-func checksumTool(algorithm string) (cmd string, size int, ok bool) {
-	switch strings.ToLower(algorithm) {
-	case "sha256":
-		return "sha256sum", 32, true
-	case "sha512":
-		return "sha512sum", 64, true
-	case "sha1":
-		return "sha1sum", 20, true
-	case "md5":
-		return "md5sum", 16, true
-	}
-	return "", 0, false
-}
-
-// Checksum returns the hex digest of file p computed on the server with sha256sum, sha512sum,
-// sha1sum or md5sum; algorithm is "sha256", "sha512", "sha1" or "md5".
+// Checksum returns the hex digest of file p computed on the server, with openssl when it works
+// there and coreutils (sha256sum, …) otherwise (see the digest package); algorithm is "sha256",
+// "sha512", "sha1" or "md5".
 func (f *FS) Checksum(ctx context.Context, p, algorithm string) (string, error) {
 	const op = "checksum"
-	tool, size, ok := checksumTool(algorithm)
-	if !ok {
-		return "", newErr(op, p, ErrInvalid, fmt.Errorf("unknown algorithm %q (want sha256, sha512, sha1 or md5)", algorithm))
+	alg, err := digest.Parse(algorithm)
+	if err != nil {
+		return "", newErr(op, p, ErrInvalid, err)
 	}
 	abs, err := f.resolve(ctx, op, p, true)
 	if err != nil {
@@ -276,17 +261,16 @@ func (f *FS) Checksum(ctx context.Context, p, algorithm string) (string, error) 
 	if err := regularOnly(op, e); err != nil {
 		return "", err
 	}
-	out, err := f.command(ctx, op, abs, tool, "-b", "--", abs)
+	file := []digest.File{{Path: abs, Size: -1}}
+	out, err := f.command(ctx, op, abs, "sh", "-c", digest.Script(alg, file))
 	if err != nil {
 		return "", err
 	}
-	// "<hex> *<name>"; coreutils prefixes the line with "\" when it escapes the name.
-	line := strings.TrimPrefix(string(out), `\`)
-	sum, _, _ := strings.Cut(line, " ")
-	if b, err := hex.DecodeString(sum); err != nil || len(b) != size {
-		return "", newErr(op, abs, nil, fmt.Errorf("unexpected %s output %q", tool, truncateUTF8(string(out), 200)))
+	res := digest.ParseOutput(alg, file, string(out), "")[0]
+	if res.Sum == "" {
+		return "", &Error{Op: op, Path: abs, Kind: classifyText(res.Err), Err: fmt.Errorf("%s: %s", alg, truncateUTF8(res.Err, 200))}
 	}
-	return sum, nil
+	return res.Sum, nil
 }
 
 // FileType describes the content of p with `file -b` (e.g. "ASCII text"). A symlink is

@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -62,4 +63,34 @@ func (d *db) resetRanges(ctx context.Context, id string, seq int64) error {
 
 func (d *db) saveItems(ctx context.Context, id string, items []*Item) error {
 	return d.p.ItemsSave(ctx, &ItemsSaveParams{ID: id, Items: items})
+}
+
+func (d *db) begin(ctx context.Context) (*sql.Tx, error) { return d.p.DB().BeginTx(ctx, nil) }
+
+func (d *db) insert(ctx context.Context, tx *sql.Tx, t *Transfer, req Request) error {
+	return d.p.TransferInsert(ctx, tx, &TransferInsertParams{Transfer: t, Request: req})
+}
+
+func (d *db) countUnfinished(ctx context.Context, tx *sql.Tx, owner string) (int, error) {
+	return d.p.TransferCountUnfinished(ctx, tx, &TransferOwnerParams{Owner: owner})
+}
+
+func (d *db) getByKey(ctx context.Context, owner, key string) (*Transfer, Request, error) {
+	return d.p.TransferGetByKey(ctx, &TransferGetByKeyParams{Owner: owner, Key: key})
+}
+
+func (d *db) list(ctx context.Context, owner string, status Status, limit int) ([]Transfer, error) {
+	return d.p.TransferList(ctx, &TransferListParams{Owner: owner, Status: status, Limit: limit})
+}
+
+func (d *db) cancel(ctx context.Context, owner, id string, now time.Time) (CancelResult, error) {
+	return d.p.TransferCancel(ctx, &TransferCancelParams{Owner: owner, ID: id, Now: now})
+}
+
+func (d *db) reap(ctx context.Context, tx *sql.Tx, now time.Time) ([]string, error) {
+	return d.p.LeaseReap(ctx, tx, &LeaseReapParams{Now: now})
+}
+
+func (d *db) reapCanceled(ctx context.Context, now time.Time) ([]string, error) {
+	return d.p.LeaseReapCanceled(ctx, &LeaseReapParams{Now: now})
 }

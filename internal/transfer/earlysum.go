@@ -3,10 +3,12 @@ package transfer
 import (
 	"context"
 	"sync"
+
+	"github.com/sshapi/sshapi/internal/digest"
 )
 
 // Source checksums overlap the copy. With Verify sha256 a large file's source is summed while
-// its ranges are still moving (one sha256sum at a time, in copy order), so once the last range
+// its ranges are still moving (one file at a time, in copy order), so once the last range
 // lands verification waits only for the destination's sum instead of both: on a 2-core system
 // pair the source's read and hash run beside the transfer rather than after it. A sum is used
 // once; a file copied again (after a mismatch) is summed again after its copy.
@@ -25,13 +27,13 @@ type earlySum struct {
 	err  error
 }
 
-// compute runs sha256sum on the source for path unless that has already started, then waits.
-func (e *earlySum) compute(ctx context.Context, r *run, path string) (string, error) {
+// compute sums f on the source unless that has already started, then waits.
+func (e *earlySum) compute(ctx context.Context, r *run, f digest.File) (string, error) {
 	e.once.Do(func() {
-		sums, errs, err := sha256Batch(ctx, r.srcR, []string{path}, r.e.cfg.CommandTimeout)
-		e.sum, e.err = sums[path], err
+		sums, errs, err := sha256Batch(ctx, r.srcR, []digest.File{f}, r.e.cfg.CommandTimeout)
+		e.sum, e.err = sums[f.Path], err
 		if err == nil && e.sum == "" {
-			e.err = errs[path]
+			e.err = errs[f.Path]
 		}
 		close(e.done)
 	})
@@ -67,7 +69,7 @@ func (r *run) startSourceSums(ctx context.Context, items []*Item) (stop func()) 
 			if ctx.Err() != nil {
 				return
 			}
-			_, _ = pending[i].compute(ctx, r, it.Source)
+			_, _ = pending[i].compute(ctx, r, digest.File{Path: it.Source, Size: it.Size})
 		}
 	})
 	return func() {
@@ -81,18 +83,18 @@ func (r *run) startSourceSums(ctx context.Context, items []*Item) (stop func()) 
 	}
 }
 
-// sourceSHA256 is sha256Batch on the source for paths, taking the sums started early where
+// sourceSHA256 is sha256Batch on the source for files, taking the sums started early where
 // there are any (each only once) and computing the rest in one batch.
-func (r *run) sourceSHA256(ctx context.Context, paths []string) (map[string]string, map[string]error, error) {
-	var rest []string
-	early := map[string]*earlySum{}
+func (r *run) sourceSHA256(ctx context.Context, files []digest.File) (map[string]string, map[string]error, error) {
+	var rest []digest.File
+	early := map[digest.File]*earlySum{}
 	r.early.mu.Lock()
-	for _, p := range paths {
-		if e := r.early.sums[p]; e != nil {
-			early[p] = e
-			delete(r.early.sums, p)
+	for _, f := range files {
+		if e := r.early.sums[f.Path]; e != nil {
+			early[f] = e
+			delete(r.early.sums, f.Path)
 		} else {
-			rest = append(rest, p)
+			rest = append(rest, f)
 		}
 	}
 	r.early.mu.Unlock()
@@ -102,15 +104,15 @@ func (r *run) sourceSHA256(ctx context.Context, paths []string) (map[string]stri
 			return nil, nil, err
 		}
 	}
-	for p, e := range early {
-		sum, serr := e.compute(ctx, r, p)
+	for f, e := range early {
+		sum, serr := e.compute(ctx, r, f)
 		switch {
 		case sum != "":
-			sums[p] = sum
+			sums[f.Path] = sum
 		case serr != nil && ctx.Err() != nil:
 			return nil, nil, serr
 		default:
-			errs[p] = serr
+			errs[f.Path] = serr
 		}
 	}
 	return sums, errs, nil

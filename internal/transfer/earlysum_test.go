@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sshapi/sshapi/internal/digest"
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -26,7 +27,7 @@ func TestSourceSumsOverlapAndAreUsedOnce(t *testing.T) {
 	for i, name := range []string{"one.bin", "two.bin", "three.bin"} {
 		p := filepath.Join(dir, name)
 		want[p] = randomFile(t, p, 3<<20, uint64(i+1))
-		items = append(items, &Item{Source: p})
+		items = append(items, &Item{Source: p, Size: 3 << 20})
 	}
 	cfg := testConfig()
 	cfg.setDefaults()
@@ -34,14 +35,15 @@ func TestSourceSumsOverlapAndAreUsedOnce(t *testing.T) {
 	stop := r.startSourceSums(t.Context(), items)
 	// The first file is summed in the background; its source then changes, as a file rewritten
 	// during its copy would: the early sum (of what was copied) is the one verification gets.
-	if _, err := r.early.sums[items[0].Source].compute(t.Context(), r, items[0].Source); err != nil {
+	if _, err := r.early.sums[items[0].Source].compute(t.Context(), r, digest.File{Path: items[0].Source, Size: items[0].Size}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(items[0].Source, []byte("changed"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	paths := []string{items[0].Source, items[1].Source, items[2].Source}
-	sums, errs, err := r.sourceSHA256(t.Context(), paths)
+	files := []digest.File{{Path: paths[0], Size: 3 << 20}, {Path: paths[1], Size: 3 << 20}, {Path: paths[2], Size: 3 << 20}}
+	sums, errs, err := r.sourceSHA256(t.Context(), files)
 	if err != nil || len(errs) != 0 {
 		t.Fatalf("source sums: %v %v", err, errs)
 	}
@@ -51,7 +53,7 @@ func TestSourceSumsOverlapAndAreUsedOnce(t *testing.T) {
 		}
 	}
 	// Used once: asking again sums the source as it is now.
-	sums, _, err = r.sourceSHA256(t.Context(), paths[:1])
+	sums, _, err = r.sourceSHA256(t.Context(), files[:1])
 	if err != nil || sums[paths[0]] == want[paths[0]] || sums[paths[0]] == "" {
 		t.Fatalf("second sum of the changed file: %q %v", sums[paths[0]], err)
 	}

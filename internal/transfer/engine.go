@@ -279,12 +279,12 @@ func (e *Engine) reaper(ctx context.Context) {
 }
 
 func (e *Engine) reap(ctx context.Context) error {
-	tx, err := e.db.p.DB().BeginTx(ctx, nil)
+	tx, err := e.db.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
-	ids, err := e.db.p.LeaseReap(ctx, tx, &LeaseReapParams{Now: time.Now()})
+	ids, err := e.db.reap(ctx, tx, time.Now())
 	if err != nil {
 		return err
 	}
@@ -298,7 +298,7 @@ func (e *Engine) reap(ctx context.Context) error {
 		return fmt.Errorf("reap: %w", err)
 	}
 	// Canceled while its runner was dying: nobody removed the temporary files yet.
-	canceled, err := e.db.p.LeaseReapCanceled(ctx, &LeaseReapParams{Now: time.Now()})
+	canceled, err := e.db.reapCanceled(ctx, time.Now())
 	if err != nil {
 		return err
 	}
@@ -340,7 +340,7 @@ func (e *Engine) Submit(ctx context.Context, owner string, req Request) (*Transf
 		SameSystem: req.Source.System == req.Destination.System, IdempotencyKey: req.IdempotencyKey,
 		CreatedAt: now, Deadline: deadline,
 	}
-	tx, err := e.db.p.DB().BeginTx(ctx, nil)
+	tx, err := e.db.begin(ctx)
 	if err != nil {
 		return nil, false, fmt.Errorf("submit: %w", err)
 	}
@@ -348,7 +348,7 @@ func (e *Engine) Submit(ctx context.Context, owner string, req Request) (*Transf
 	if err := e.checkQueueQuota(ctx, tx, owner); err != nil {
 		return nil, false, err
 	}
-	if err := e.db.p.TransferInsert(ctx, tx, &TransferInsertParams{Transfer: t, Request: req}); err != nil {
+	if err := e.db.insert(ctx, tx, t, req); err != nil {
 		if errors.Is(err, ErrDuplicateKey) {
 			_ = tx.Rollback()
 			if t, ok, err := e.sameKey(ctx, owner, req); ok || err != nil {
@@ -369,7 +369,7 @@ func (e *Engine) Submit(ctx context.Context, owner string, req Request) (*Transf
 
 // sameKey returns the owner's transfer with req's idempotency key, if there is one.
 func (e *Engine) sameKey(ctx context.Context, owner string, req Request) (*Transfer, bool, error) {
-	t, prev, err := e.db.p.TransferGetByKey(ctx, &TransferGetByKeyParams{Owner: owner, Key: req.IdempotencyKey})
+	t, prev, err := e.db.getByKey(ctx, owner, req.IdempotencyKey)
 	if errors.Is(err, ErrNotFound) {
 		return nil, false, nil
 	}
@@ -402,7 +402,7 @@ func (e *Engine) List(ctx context.Context, owner string, status Status, limit in
 	if limit <= 0 {
 		limit = 100
 	}
-	ts, err := e.db.p.TransferList(ctx, &TransferListParams{Owner: owner, Status: status, Limit: min(limit, 1000)})
+	ts, err := e.db.list(ctx, owner, status, min(limit, 1000))
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +459,7 @@ func (e *Engine) Cancel(ctx context.Context, owner, id string) (*Transfer, error
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.db.p.TransferCancel(ctx, &TransferCancelParams{Owner: owner, ID: id, Now: time.Now()})
+	res, err := e.db.cancel(ctx, owner, id, time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -72,13 +72,16 @@ func testConfig() Config {
 		ReapInterval: 500 * time.Millisecond, PollInterval: 50 * time.Millisecond, OpenTimeout: 10 * time.Second}
 }
 
+// testPoolConfig is the pool configuration of every harness (benchmarks may change it).
+var testPoolConfig sshpool.Config
+
 func newHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("SSHAPI_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	pool := sshpool.New(sshpool.Config{}, log, nil)
+	pool := sshpool.New(testPoolConfig, log, nil)
 	_ = pool.Start(t.Context())
 	t.Cleanup(func() { _ = pool.Stop(context.Background()) })
 	h := &harness{t: t, dbPath: filepath.Join(t.TempDir(), "transfers.db"), pool: pool, sys: &systems{}, cfg: cfg, log: log}

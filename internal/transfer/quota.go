@@ -23,7 +23,7 @@ const ownerBusySnooze = time.Second
 
 // checkQueueQuota refuses a new transfer for owner who has MaxQueuedPerOwner unfinished ones.
 func (e *Engine) checkQueueQuota(ctx context.Context, tx *sql.Tx, owner string) error {
-	n, err := e.db.p.TransferCountUnfinished(ctx, tx, &TransferOwnerParams{Owner: owner})
+	n, err := e.db.countUnfinished(ctx, tx, owner)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/digest"
 	"github.com/sshapi/sshapi/internal/shell"
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
@@ -102,95 +103,37 @@ func classifyStderr(op, stderr string) error {
 	return err
 }
 
-// sha256Batch computes the sha256 of each path on the runner's system with one
-// `sha256sum -- 'p1' 'p2' ...` per batch that fits in maxScript. Files that could not be read are
-// missing from the map and their error is in errs.
-func sha256Batch(ctx context.Context, r runner, paths []string, timeout time.Duration) (map[string]string, map[string]error, error) {
-	sums := make(map[string]string, len(paths))
+// sha256Batch computes the sha256 of each file on the runner's system with digest's scripts
+// (openssl when it works there, else sha256sum), as few as maxScript allows. Files that could not
+// be read are missing from the map, by path, and their error is in errs.
+func sha256Batch(ctx context.Context, r runner, files []digest.File, timeout time.Duration) (map[string]string, map[string]error, error) {
+	sums := make(map[string]string, len(files))
 	errs := map[string]error{}
-	for len(paths) > 0 {
-		var sb strings.Builder
-		sb.WriteString("sha256sum --")
-		n := 0
-		for _, p := range paths {
-			q := shell.Quote(p)
-			if n > 0 && sb.Len()+len(q)+1 > maxScript {
+	for len(files) > 0 {
+		n, size := 0, 1024 // the script's header
+		for _, f := range files {
+			q := len(shell.Quote(f.Path)) + 16
+			if n > 0 && size+q > maxScript {
 				break
 			}
-			sb.WriteString(" ")
-			sb.WriteString(q)
+			size += q
 			n++
 		}
-		batch := paths[:n]
-		paths = paths[n:]
-		stdout, stderr, _, err := r.run(ctx, sb.String(), timeout)
+		batch := files[:n]
+		files = files[n:]
+		stdout, stderr, _, err := r.run(ctx, digest.Script(digest.SHA256, batch), timeout)
 		if err != nil {
 			return nil, nil, err
 		}
-		parseSHA256(stdout, sums)
-		for _, p := range batch {
-			if _, ok := sums[p]; !ok {
-				errs[p] = classifyStderr("sha256sum "+p, stderrFor(stderr, p))
+		for i, res := range digest.ParseOutput(digest.SHA256, batch, stdout, stderr) {
+			if res.Sum != "" {
+				sums[batch[i].Path] = res.Sum
+			} else {
+				errs[batch[i].Path] = classifyStderr("sha256 "+batch[i].Path, res.Err)
 			}
 		}
 	}
 	return sums, errs, nil
-}
-
-// stderrFor returns the stderr lines that mention p, or all of stderr.
-func stderrFor(stderr, p string) string {
-	for _, l := range strings.Split(stderr, "\n") {
-		if strings.Contains(l, p) {
-			return l
-		}
-	}
-	if stderr == "" {
-		return "no checksum output"
-	}
-	return stderr
-}
-
-// parseSHA256 reads GNU sha256sum output lines "HASH  NAME". A name with a backslash, newline or
-// carriage return is escaped and the line starts with a backslash.
-func parseSHA256(out string, into map[string]string) {
-	for _, line := range strings.Split(out, "\n") {
-		escaped := strings.HasPrefix(line, `\`)
-		if escaped {
-			line = line[1:]
-		}
-		if len(line) < 66 || line[64] != ' ' {
-			continue
-		}
-		sum, name := line[:64], line[66:]
-		if escaped {
-			name = unescapeName(name)
-		}
-		into[name] = sum
-	}
-}
-
-func unescapeName(s string) string {
-	var sb strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			switch s[i+1] {
-			case 'n':
-				sb.WriteByte('\n')
-				i++
-				continue
-			case 'r':
-				sb.WriteByte('\r')
-				i++
-				continue
-			case '\\':
-				sb.WriteByte('\\')
-				i++
-				continue
-			}
-		}
-		sb.WriteByte(s[i])
-	}
-	return sb.String()
 }
 
 // copyPair is one server-side copy.

@@ -1,0 +1,227 @@
+// Package digest computes file checksums on a server through one POSIX shell script, with the
+// fastest tool the server has. `openssl dgst` uses the CPU's SHA extensions and hashes sha256
+// three to four times faster than coreutils' sha256sum, so a script first checks openssl against
+// a known digest and falls back to coreutils (`sha256sum`, …) when openssl is missing or wrong.
+//
+// Large files are fed to the tool on stdin (`tool < file`), one file per command, so no file
+// name ever appears in the tool's output: each result is a line "<index> <hex>" or
+// "<index> ! <message>" that a hostile name cannot forge. Small files, where starting a process
+// per file would cost more than the faster hash saves, are hashed with one coreutils command
+// over all of them, whose output GNU escapes (a name with a newline, carriage return or
+// backslash gets a line starting with a backslash).
+package digest
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sshapi/sshapi/internal/shell"
+)
+
+// Algorithm is a checksum algorithm a server can compute.
+type Algorithm string
+
+// The algorithms Script supports.
+const (
+	SHA256 Algorithm = "sha256"
+	SHA512 Algorithm = "sha512"
+	SHA1   Algorithm = "sha1"
+	MD5    Algorithm = "md5"
+)
+
+// BigFile is the size from which a file is hashed on its own with the fastest tool; smaller
+// files share one coreutils process. Starting openssl costs a few milliseconds, which its speed
+// (about 3 ms less CPU per MiB for sha256) wins back from about 2 MiB.
+const BigFile = 2 << 20
+
+type algInfo struct {
+	size     int    // digest bytes
+	coreutil string // coreutils command
+	abc      string // hex digest of "abc", the self-test
+}
+
+var algs = map[Algorithm]algInfo{
+	SHA256: {32, "sha256sum", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+	SHA512: {64, "sha512sum", "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f"},
+	SHA1:   {20, "sha1sum", "a9993e364706816aba3e25717850c26c9cd0d89d"},
+	MD5:    {16, "md5sum", "900150983cd24fb0d6963f7d28e17f72"},
+}
+
+// Parse returns the algorithm named s (case-insensitive).
+func Parse(s string) (Algorithm, error) {
+	a := Algorithm(strings.ToLower(s))
+	if _, ok := algs[a]; !ok {
+		return "", fmt.Errorf("unknown algorithm %q (want sha256, sha512, sha1 or md5)", s)
+	}
+	return a, nil
+}
+
+// Size is the digest length in bytes (0 for an unknown algorithm).
+func (a Algorithm) Size() int { return algs[a].size }
+
+// File is one file to hash: its path on the server and its size, or -1 when unknown (hashed on
+// its own, as a big file).
+type File struct {
+	Path string
+	Size int64
+}
+
+func (f File) big() bool { return f.Size < 0 || f.Size >= BigFile }
+
+// Script returns a POSIX sh script that hashes files with a. Its output is for ParseOutput; it
+// exits 0 unless a small file could not be read.
+func Script(a Algorithm, files []File) string {
+	info := algs[a]
+	var sb strings.Builder
+	var small []string
+	for i, f := range files {
+		if !f.big() {
+			small = append(small, shell.Quote(f.Path))
+			continue
+		}
+		if sb.Len() == 0 {
+			// h is the tool: openssl when it hashes "abc" right, else coreutils. d hashes file $2
+			// from stdin and prints "$1 <digest>", or "$1 ! <error on one line>".
+			fmt.Fprintf(&sb, "h=%s; case $(printf abc | openssl dgst -%s -r 2>/dev/null) in '%s '*) h='openssl dgst -%s -r';; esac\n",
+				info.coreutil, a, info.abc, a)
+			sb.WriteString(`d() { if o=$( { $h; } 2>&1 <"$2" ); then printf '%s %s\n' "$1" "${o%% *}"; else printf '%s ! ' "$1"; printf '%s' "$o" | tr '\n\r' '  '; echo; fi; }` + "\n")
+		}
+		fmt.Fprintf(&sb, "d %d %s\n", i, shell.Quote(f.Path))
+	}
+	if len(small) > 0 {
+		sb.WriteString("echo --\n")
+		sb.WriteString(info.coreutil + " -- " + strings.Join(small, " ") + "\n")
+	}
+	return sb.String()
+}
+
+// Result is one file's digest, or why it has none.
+type Result struct {
+	// Sum is the lowercase hex digest; empty when the file could not be hashed.
+	Sum string
+	// Err is the tool's or shell's message when Sum is empty (for a small file, its stderr line
+	// if one names it, else all of stderr).
+	Err string
+}
+
+// ParseOutput reads the stdout and stderr of Script(a, files) and returns one Result per file,
+// in files' order.
+func ParseOutput(a Algorithm, files []File, stdout, stderr string) []Result {
+	res := make([]Result, len(files))
+	n := a.Size() * 2
+	// The line "--" starts the coreutils section; no line before it can be "--".
+	big, small := stdout, ""
+	if rest, ok := strings.CutPrefix(stdout, "--\n"); ok {
+		big, small = "", rest
+	} else if b, rest, ok := strings.Cut(stdout, "\n--\n"); ok {
+		big, small = b, rest
+	}
+	for line := range strings.SplitSeq(big, "\n") {
+		idx, rest, ok := strings.Cut(line, " ")
+		i, err := strconv.Atoi(idx)
+		if !ok || err != nil || i < 0 || i >= len(files) || !files[i].big() || idx != strconv.Itoa(i) ||
+			res[i].Sum != "" || res[i].Err != "" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(rest, "! "):
+			res[i].Err = strings.TrimSpace(rest[2:])
+		case isHex(rest, n):
+			res[i].Sum = strings.ToLower(rest)
+		default:
+			res[i].Err = fmt.Sprintf("unexpected checksum output %q", truncate(rest, 120))
+		}
+	}
+	sums := parseCoreutils(small, n)
+	for i, f := range files {
+		if f.big() {
+			if res[i].Sum == "" && res[i].Err == "" {
+				res[i].Err = messageFor(stderr, "")
+			}
+			continue
+		}
+		if s, ok := sums[f.Path]; ok {
+			res[i].Sum = s
+		} else {
+			res[i].Err = messageFor(stderr, f.Path)
+		}
+	}
+	return res
+}
+
+// parseCoreutils reads GNU `*sum` output lines "HASH  NAME" (HASH n hex digits). A line whose
+// name has a backslash, newline or carriage return starts with a backslash and escapes them.
+func parseCoreutils(out string, n int) map[string]string {
+	sums := map[string]string{}
+	for line := range strings.SplitSeq(out, "\n") {
+		escaped := strings.HasPrefix(line, `\`)
+		if escaped {
+			line = line[1:]
+		}
+		if len(line) < n+2 || line[n:n+2] != "  " && line[n:n+2] != " *" || !isHex(line[:n], n) {
+			continue
+		}
+		name := line[n+2:]
+		if escaped {
+			name = unescape(name)
+		}
+		sums[name] = strings.ToLower(line[:n])
+	}
+	return sums
+}
+
+func unescape(s string) string {
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			switch s[i+1] {
+			case 'n':
+				sb.WriteByte('\n')
+				i++
+				continue
+			case 'r':
+				sb.WriteByte('\r')
+				i++
+				continue
+			case '\\':
+				sb.WriteByte('\\')
+				i++
+				continue
+			}
+		}
+		sb.WriteByte(s[i])
+	}
+	return sb.String()
+}
+
+// messageFor returns the stderr line that mentions p, or all of stderr, or a placeholder.
+func messageFor(stderr, p string) string {
+	if p != "" {
+		for l := range strings.SplitSeq(stderr, "\n") {
+			if strings.Contains(l, p) {
+				return l
+			}
+		}
+	}
+	if s := strings.TrimSpace(stderr); s != "" {
+		return s
+	}
+	return "no checksum output"
+}
+
+func isHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,159 @@
+package digest
+
+import (
+	"bytes"
+	"crypto/md5"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"errors"
+	"hash"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sshapi/sshapi/internal/sshtest"
+)
+
+// run executes script on srv's sshd as its test user and returns stdout and stderr.
+func run(t *testing.T, srv *sshtest.Server, script string) (string, string) {
+	t.Helper()
+	c, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var stdout, stderr bytes.Buffer
+	s.Stdout, s.Stderr = &stdout, &stderr
+	if err := s.Run(script); err != nil {
+		var ee *ssh.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+	}
+	return stdout.String(), stderr.String()
+}
+
+func TestScriptAgainstSSHD(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	dir := srv.MkTemp(t)
+	// Hostile names: each tries to break the line format or forge another file's line.
+	names := []string{"plain", "-dash", "sp ace", "quo'te", "nl\nx", "cr\rx", `back\slash`, `both\n` + "\nreal", "--",
+		"forge\n0 " + strings.Repeat("0", 64), "forge2\n" + strings.Repeat("0", 64) + "  plain"}
+	hashers := map[Algorithm]func() hash.Hash{SHA256: sha256.New, SHA512: sha512.New, SHA1: sha1.New, MD5: md5.New}
+	var files []File
+	content := map[string][]byte{}
+	for i, n := range names {
+		p := filepath.Join(dir, n)
+		b := bytes.Repeat([]byte{byte(i)}, 1000+i)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		content[p] = b
+		// Alternate big (per-file, on stdin) and small (one coreutils command).
+		size := int64(len(b))
+		if i%2 == 0 {
+			size = -1
+		}
+		files = append(files, File{p, size})
+	}
+	// Errors, each both big and small.
+	sub := filepath.Join(dir, "sub")
+	_ = os.Mkdir(sub, 0o755)
+	missing := filepath.Join(dir, "missing\n0 "+strings.Repeat("1", 64))
+	files = append(files, File{missing, -1}, File{missing, 10}, File{sub, -1}, File{sub, 10})
+
+	// A fake openssl that passes the self-test but prints zeros for anything else shows which
+	// files the fast tool hashed; a wrong one must be ignored.
+	bin := srv.MkTemp(t)
+	fake := func(name, body string) string {
+		d := filepath.Join(bin, name)
+		_ = os.Mkdir(d, 0o755)
+		if err := os.WriteFile(filepath.Join(d, "openssl"), []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return "PATH=" + d + ":$PATH; "
+	}
+	zeros := fake("zeros", `in=$(cat); if [ "$in" = abc ]; then exec printf '%s *stdin\n' `+
+		`ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad; fi; printf '%064d *stdin\n' 0`+"\n")
+	wrong := fake("wrong", "cat >/dev/null; echo 'deadbeef *stdin'\n")
+
+	for _, tc := range []struct {
+		name      string
+		alg       Algorithm
+		prefix    string
+		fastZeros bool // big files come from the zeros fake
+	}{
+		{"openssl sha256", SHA256, "", false},
+		{"openssl sha512", SHA512, "", false},
+		{"openssl sha1", SHA1, "", false},
+		{"openssl md5", MD5, "", false},
+		{"fast tool chosen", SHA256, zeros, true},
+		{"wrong openssl falls back", SHA256, wrong, false},
+		{"no openssl falls back", SHA256, "PATH=/nonexistent:/usr/bin:/bin; hash -r; ", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr := run(t, srv, tc.prefix+Script(tc.alg, files))
+			res := ParseOutput(tc.alg, files, stdout, stderr)
+			if len(res) != len(files) {
+				t.Fatalf("%d results for %d files", len(res), len(files))
+			}
+			for i, f := range files {
+				b, ok := content[f.Path]
+				if !ok {
+					if res[i].Sum != "" || res[i].Err == "" {
+						t.Errorf("%q (size %d): sum %q err %q, want an error", f.Path, f.Size, res[i].Sum, res[i].Err)
+					}
+					continue
+				}
+				h := hashers[tc.alg]()
+				h.Write(b)
+				want := hex.EncodeToString(h.Sum(nil))
+				if tc.fastZeros && f.big() {
+					want = strings.Repeat("0", 64)
+				}
+				if res[i].Sum != want {
+					t.Errorf("%q (size %d): sum %q (err %q), want %s", f.Path, f.Size, res[i].Sum, res[i].Err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Algorithm
+		size int
+	}{{"sha256", SHA256, 32}, {"SHA512", SHA512, 64}, {"sha1", SHA1, 20}, {"Md5", MD5, 16}, {"crc32", "", 0}} {
+		a, err := Parse(tc.in)
+		if a != tc.want || (err == nil) != (tc.want != "") || a.Size() != tc.size {
+			t.Errorf("Parse(%q) = %q, %v (size %d)", tc.in, a, err, a.Size())
+		}
+	}
+}
+
+// TestParseCoreutils covers GNU's escaping of awkward names and rejects lines that are not sums.
+func TestParseCoreutils(t *testing.T) {
+	sum := strings.Repeat("a", 64)
+	out := sum + "  /plain\n\\" + sum + "  /new\\nline\\\\x\n" + sum + " */bin ary\n" + "zz" + sum[2:] + "  /nothex\n" + sum[1:] + "  /short\n"
+	got := parseCoreutils(out, 64)
+	want := map[string]string{"/plain": sum, "/new\nline\\x": sum, "/bin ary": sum}
+	if len(got) != len(want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	for name, s := range want {
+		if got[name] != s {
+			t.Errorf("%q: %q, want %q", name, got[name], s)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package transfer
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/sshtest"
+)
+
+// BenchmarkTransferCPU moves 1 GiB between two sshd processes with the automatic stream count
+// and reports throughput and CPU seconds per GiB of this process (the engine and its pool) and
+// of the sshd process trees (sshd, sftp-server, the checksum tools). The long path is `sshapi
+// wanem` run as separate processes (binary in $SSHAPI_WANEM), so its CPU is not counted as
+// sshapi's; it is reported as wanem-cpu-s/GiB. Environment:
+//
+//	SSHAPI_WANEM=/path/to/sshapi   run the wan case (skipped without it)
+//	S2S_PACKET=261120              SFTP packet size of the pool (default: the pool's)
+//	S2S_PROFILE=dir                write a CPU profile of each transfer into dir
+//
+//	go test -run '^$' -bench TransferCPU -benchtime 1x -timeout 30m ./internal/transfer/
+func BenchmarkTransferCPU(b *testing.B) {
+	const size = 1 << 30
+	for _, path := range []struct {
+		name string
+		wan  bool
+	}{{"loopback", false}, {"wan-1gbit-50ms", true}} {
+		b.Run(path.name, func(b *testing.B) {
+			wanBin := os.Getenv("SSHAPI_WANEM")
+			if path.wan && wanBin == "" {
+				b.Skip("SSHAPI_WANEM unset")
+			}
+			a, d := sshtest.New(b, sshtest.Options{}), sshtest.New(b, sshtest.Options{})
+			addrA, addrD := a.Addr, d.Addr
+			var wanPIDs []int
+			if path.wan {
+				var pa, pd int
+				addrA, pa = wanemProcess(b, wanBin, a.Addr)
+				addrD, pd = wanemProcess(b, wanBin, d.Addr)
+				wanPIDs = []int{pa, pd}
+			}
+			srcDir, dstDir := a.MkTemp(b), d.MkTemp(b)
+			src := filepath.Join(srcDir, "big.bin")
+			want := randomFile(b, src, size, 7)
+			syscall.Sync()
+			sshd := []int{sshdPID(b, a), sshdPID(b, d)}
+			for range b.N {
+				dst := filepath.Join(dstDir, "big.bin")
+				_ = os.Remove(dst)
+				if dir := os.Getenv("S2S_PROFILE"); dir != "" {
+					f, err := os.Create(filepath.Join(dir, path.name+".pprof"))
+					if err != nil {
+						b.Fatal(err)
+					}
+					_ = pprof.StartCPUProfile(f)
+					defer f.Close()
+				}
+				self0 := selfCPU()
+				sshdM, wanM := startTreeMeter(sshd), startTreeMeter(wanPIDs)
+				start := time.Now()
+				h := newHarness(b, Config{PollInterval: 50 * time.Millisecond})
+				h.sys.add("u", "a", a, addrA)
+				h.sys.add("u", "d", d, addrD)
+				tr, _, err := h.eng.Submit(b.Context(), "u", Request{Source: Endpoint{System: "a", Path: src}, Destination: Endpoint{System: "d", Path: dst}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					cur, err := h.eng.Get(b.Context(), "u", tr.ID)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if cur.Status.Terminal() {
+						if cur.Status != StatusSucceeded {
+							b.Fatalf("transfer %s: %s", cur.Status, cur.Error)
+						}
+						b.ReportMetric(float64(cur.Streams), "streams")
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				el := time.Since(start)
+				selfS, sshdS, wanS := selfCPU()-self0, sshdM.stop(), wanM.stop()
+				pprof.StopCPUProfile()
+				b.ReportMetric(float64(size)/1e6/el.Seconds(), "MB/s")
+				b.ReportMetric(selfS, "sshapi-cpu-s/GiB")
+				b.ReportMetric(sshdS, "sshd-cpu-s/GiB")
+				b.ReportMetric(wanS, "wanem-cpu-s/GiB")
+				if got := fileSHA(b, dst); got != want {
+					b.Fatalf("destination sha256 %s, want %s", got, want)
+				}
+			}
+		})
+	}
+}
+
+func init() {
+	if v, err := strconv.Atoi(os.Getenv("S2S_PACKET")); err == nil {
+		testPoolConfig.SFTPMaxPacket = v
+	}
+}
+
+func wanemProcess(b *testing.B, bin, upstream string) (string, int) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "wanem", "--listen", addr, "--upstream", upstream, "--rtt", "50ms", "--rate", "1gbit")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for i := 0; ; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if i > 100 {
+			b.Fatal("wanem did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return addr, cmd.Process.Pid
+}
+
+func sshdPID(b *testing.B, s *sshtest.Server) int {
+	raw, err := os.ReadFile(filepath.Join(s.Dir, "sshd.pid"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pid
+}
+
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// treeMeter samples the CPU ticks of every process in the trees below pids every 100 ms and
+// keeps the last value per process (short-lived processes may be missed: a lower bound).
+type treeMeter struct {
+	pids       []int
+	base, last map[int]float64
+	done       chan struct{}
+	quit       chan struct{}
+}
+
+func startTreeMeter(pids []int) *treeMeter {
+	m := &treeMeter{pids: pids, base: treeTicks(pids), last: map[int]float64{}, done: make(chan struct{}), quit: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		for {
+			for p, t := range treeTicks(m.pids) {
+				m.last[p] = t
+			}
+			select {
+			case <-m.quit:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return m
+}
+
+func (m *treeMeter) stop() float64 {
+	close(m.quit)
+	<-m.done
+	for p, t := range treeTicks(m.pids) {
+		m.last[p] = t
+	}
+	var s float64
+	for p, t := range m.last {
+		s += max(t-m.base[p], 0)
+	}
+	return s / 100
+}
+
+// treeTicks reads utime+stime of the processes in the trees below pids (roots included),
+// walking /proc/<pid>/task/<pid>/children rather than all of /proc, which on a busy machine
+// costs this process seconds of CPU per transfer.
+func treeTicks(pids []int) map[int]float64 {
+	out := map[int]float64{}
+	var walk func(p int)
+	walk = func(p int) {
+		id := strconv.Itoa(p)
+		st, err := os.ReadFile("/proc/" + id + "/stat")
+		if err != nil {
+			return
+		}
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		if len(f) < 13 {
+			return
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		s, _ := strconv.ParseFloat(f[12], 64)
+		out[p] = u + s
+		kids, _ := os.ReadFile("/proc/" + id + "/task/" + id + "/children")
+		for _, k := range strings.Fields(string(kids)) {
+			if c, err := strconv.Atoi(k); err == nil {
+				walk(c)
+			}
+		}
+	}
+	for _, p := range pids {
+		walk(p)
+	}
+	return out
+}

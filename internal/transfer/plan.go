@@ -1,0 +1,234 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/pkg/sftp"
+
+	"github.com/sshapi/sshapi/internal/confine"
+)
+
+// setup resolves both systems, opens the first stream, plans the transfer if it has no items
+// yet, loads the items and finished ranges, and chooses the number of streams.
+func (r *run) setup(ctx context.Context) error {
+	var err error
+	if r.src, err = r.e.resolve(ctx, r.t.Owner, r.t.Source, false); err != nil {
+		return fmt.Errorf("source system %q: %w", r.t.Source.System, err)
+	}
+	if r.dst, err = r.e.resolve(ctx, r.t.Owner, r.t.Destination, true); err != nil {
+		return fmt.Errorf("destination system %q: %w", r.t.Destination.System, err)
+	}
+	r.srcR = runner{pool: r.e.pool, t: r.src.Target}
+	r.dstR = runner{pool: r.e.pool, t: r.dst.Target}
+	r.closeStreams()
+	r.streams = []*stream{{r: r}}
+	sc, dc, err := r.streams[0].clients(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.setupRoots(ctx, sc, dc); err != nil {
+		return err
+	}
+	if !r.t.planned {
+		items, err := r.plan(ctx, sc, dc)
+		if err != nil {
+			return err
+		}
+		if err := r.e.db.plan(ctx, r.t.ID, items, 0); err != nil {
+			return dbe(err)
+		}
+		r.t.planned = true
+	}
+	items, err := r.e.db.items(ctx, r.t.ID, -1, 0, "")
+	if err != nil {
+		return dbe(err)
+	}
+	ranges, err := r.e.db.ranges(ctx, r.t.ID)
+	if err != nil {
+		return dbe(err)
+	}
+	r.items = make([]*Item, len(items))
+	var total, done, files, filesDone, failed, skipped int64
+	for i := range items {
+		it := &items[i]
+		r.items[i] = it
+		if it.Kind != KindFile {
+			continue
+		}
+		files++
+		total += it.Size
+		switch it.Status {
+		case ItemDone:
+			filesDone++
+			done += it.Size
+		case ItemSkipped:
+			filesDone++
+			skipped++
+			done += it.Size
+		case ItemFailed:
+			failed++
+		case ItemPending:
+			for idx := range ranges[it.Seq] {
+				done += r.rangeLen(it, idx)
+			}
+		}
+	}
+	r.ranges = ranges
+	r.bytesTotal.Store(total)
+	r.bytesDone.Store(done)
+	r.filesTotal.Store(files)
+	r.filesDone.Store(filesDone)
+	r.filesFailed.Store(failed)
+	r.filesSkipped.Store(skipped)
+
+	n := r.t.streamsReq
+	if n == 0 {
+		n = r.autoStreams(sc, dc)
+	}
+	if r.t.SameSystem {
+		n = 1
+	}
+	r.nstreams.Store(int64(n))
+	for len(r.streams) < n {
+		r.streams = append(r.streams, &stream{r: r})
+	}
+	r.e.log.Info("transfer planned", "id", r.t.ID, "files", files, "bytes", total, "bytes_done", done, "streams", n)
+	return nil
+}
+
+// autoStreams picks the stream count from the measured round-trip time: enough 2 MiB windows to
+// fill the bandwidth-delay product of the assumed link rate.
+func (r *run) autoStreams(sc, dc *sftp.Client) int {
+	rtt := max(measureRTT(sc), measureRTT(dc))
+	n := int(math.Ceil(r.e.cfg.LinkRate * rtt.Seconds() / float64(channelWindow)))
+	n = max(r.e.cfg.MinStreams, min(n, r.e.cfg.MaxStreams))
+	r.e.log.Info("transfer streams chosen from RTT", "id", r.t.ID, "rtt", rtt, "streams", n)
+	return n
+}
+
+// channelWindow is the SSH channel window of x/crypto/ssh and OpenSSH: one channel moves at most
+// this much per round trip.
+const channelWindow = 2 << 20
+
+// measureRTT returns the fastest of a few SFTP round trips.
+func measureRTT(c *sftp.Client) time.Duration {
+	best := time.Duration(math.MaxInt64)
+	for range 3 {
+		t0 := time.Now()
+		if _, err := c.RealPath("."); err != nil {
+			return time.Millisecond
+		}
+		best = min(best, time.Since(t0))
+	}
+	return best
+}
+
+// rangeLen is the length of range idx of it.
+func (r *run) rangeLen(it *Item, idx int) int64 {
+	off := int64(idx) * r.t.ChunkSize
+	return max(0, min(r.t.ChunkSize, it.Size-off))
+}
+
+// pending returns the items still to do.
+func (r *run) pending() []*Item {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*Item
+	for _, it := range r.items {
+		if it.Status == ItemPending {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// plan walks the source and returns the transfer's items.
+func (r *run) plan(ctx context.Context, sc, dc *sftp.Client) ([]Item, error) {
+	srcAbs, err := r.srcRoot.Resolve(ctx, sc, r.t.Source.Path, true)
+	if err != nil {
+		return nil, confined(fmt.Errorf("source: %w", err))
+	}
+	dstAbs, err := r.dstRoot.Resolve(ctx, dc, r.t.Destination.Path, true)
+	if err != nil {
+		return nil, confined(fmt.Errorf("destination: %w", err))
+	}
+	fi, err := sc.Stat(srcAbs)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", srcAbs, err)
+	}
+	dfi, derr := dc.Stat(dstAbs)
+	if derr != nil && !errors.Is(derr, fs.ErrNotExist) {
+		return nil, fmt.Errorf("destination %s: %w", dstAbs, derr)
+	}
+	dstExists := derr == nil
+	switch {
+	case fi.Mode().IsRegular():
+		dst := dstAbs
+		if strings.HasSuffix(r.t.Destination.Path, "/") || (dstExists && dfi.IsDir()) {
+			dst = path.Join(dstAbs, path.Base(srcAbs))
+		}
+		if r.t.SameSystem && dst == srcAbs {
+			return nil, permanent(fmt.Errorf("destination %s is the source file", dst))
+		}
+		return []Item{fileItem(0, srcAbs, dst, fi)}, nil
+	case fi.IsDir():
+		if !r.t.Recursive {
+			return nil, permanent(fmt.Errorf("source %s is a directory: set recursive to copy it", srcAbs))
+		}
+		if dstExists && !dfi.IsDir() {
+			return nil, permanent(fmt.Errorf("destination %s exists and is not a directory", dstAbs))
+		}
+		if r.t.SameSystem && confine.Within(srcAbs, dstAbs) {
+			return nil, permanent(fmt.Errorf("destination %s is inside the source %s", dstAbs, srcAbs))
+		}
+		return walk(ctx, sc, srcAbs, dstAbs)
+	}
+	return nil, permanent(fmt.Errorf("source %s is not a regular file or directory", srcAbs))
+}
+
+func fileItem(seq int64, src, dst string, fi os.FileInfo) Item {
+	return Item{Seq: seq, Kind: KindFile, Source: src, Destination: dst, Size: fi.Size(), Status: ItemPending,
+		mtime: fi.ModTime().Unix(), mode: uint32(fi.Mode().Perm())}
+}
+
+// walk lists the tree under srcRoot (not following symlinks) as items whose destinations are
+// under dstRoot; directories come before their contents.
+func walk(ctx context.Context, sc *sftp.Client, srcRoot, dstRoot string) ([]Item, error) {
+	var items []Item
+	w := sc.Walk(srcRoot)
+	for w.Step() {
+		if err := ctx.Err(); err != nil {
+			return nil, context.Cause(ctx)
+		}
+		if err := w.Err(); err != nil {
+			return nil, fmt.Errorf("walk %s: %w", w.Path(), err)
+		}
+		p, fi := w.Path(), w.Stat()
+		dst := dstRoot
+		if p != srcRoot {
+			dst = path.Join(dstRoot, strings.TrimPrefix(p, srcRoot+"/"))
+		}
+		seq := int64(len(items))
+		switch {
+		case fi.IsDir():
+			items = append(items, Item{Seq: seq, Kind: KindDir, Source: p, Destination: dst, Status: ItemPending, mode: uint32(fi.Mode().Perm())})
+		case fi.Mode().IsRegular():
+			items = append(items, fileItem(seq, p, dst, fi))
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := sc.ReadLink(p)
+			if err != nil {
+				return nil, fmt.Errorf("read link %s: %w", p, err)
+			}
+			items = append(items, Item{Seq: seq, Kind: KindSymlink, Source: p, Destination: dst, Status: ItemPending, linkTarget: target})
+		}
+	}
+	return items, nil
+}

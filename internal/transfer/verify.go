@@ -1,0 +1,206 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/digest"
+)
+
+// itemSkipped marks it skipped by the sync level.
+func (r *run) itemSkipped(it *Item, sum string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	it.Status, it.Error, it.SHA256 = ItemSkipped, "", sum
+	if it.Kind == KindFile {
+		it.BytesDone = it.Size
+		r.filesSkipped.Add(1)
+		r.filesDone.Add(1)
+		r.bytesDone.Add(it.Size)
+	}
+}
+
+// syncCheck skips the files the sync level says are already at the destination. Files with
+// finished ranges are past that decision.
+func (r *run) syncCheck(ctx context.Context, files []*Item) error {
+	var cand []*Item
+	r.mu.Lock()
+	for _, it := range files {
+		if !r.checked[it.Seq] && len(r.ranges[it.Seq]) == 0 {
+			cand = append(cand, it)
+			r.checked[it.Seq] = true
+		}
+	}
+	r.mu.Unlock()
+	if len(cand) == 0 {
+		return nil
+	}
+	stats := make([]os.FileInfo, len(cand))
+	forEach(cand, 32, func(i int, it *Item) {
+		_, dc, err := r.streams[i%len(r.streams)].clients(ctx)
+		if err != nil {
+			return
+		}
+		if fi, err := dc.Stat(it.Destination); err == nil && fi.Mode().IsRegular() {
+			stats[i] = fi
+		}
+	})
+	var skip, sumCand []*Item
+	for i, it := range cand {
+		fi := stats[i]
+		if fi == nil {
+			continue
+		}
+		switch r.t.Sync {
+		case SyncExists:
+			skip = append(skip, it)
+		case SyncSize:
+			if fi.Size() == it.Size {
+				skip = append(skip, it)
+			}
+		case SyncMtime:
+			if fi.Size() == it.Size && fi.ModTime().Unix() == it.mtime {
+				skip = append(skip, it)
+			}
+		case SyncChecksum:
+			if fi.Size() == it.Size {
+				sumCand = append(sumCand, it)
+			}
+		}
+	}
+	for _, it := range skip {
+		r.itemSkipped(it, "")
+	}
+	if len(sumCand) > 0 {
+		srcSums, dstSums, _, err := r.sums(ctx, sumCand, func(it *Item) string { return it.Destination })
+		if err == nil {
+			for _, it := range sumCand {
+				if s := srcSums[it.Source]; s != "" && s == dstSums[it.Destination] {
+					r.itemSkipped(it, s)
+					skip = append(skip, it)
+				}
+			}
+		}
+	}
+	return r.save(ctx, skip)
+}
+
+// sums computes sha256 of the items' sources and of dstPath(item) at the destination, both at
+// once. Paths that could not be read are missing from the maps, with their errors in errs.
+func (r *run) sums(ctx context.Context, items []*Item, dstPath func(*Item) string) (src, dst map[string]string, errs map[string]error, err error) {
+	srcFiles := make([]digest.File, len(items))
+	dstFiles := make([]digest.File, len(items))
+	for i, it := range items {
+		srcFiles[i], dstFiles[i] = digest.File{Path: it.Source, Size: it.Size}, digest.File{Path: dstPath(it), Size: it.Size}
+	}
+	var srcErrs, dstErrs map[string]error
+	var serr, derr error
+	var wg sync.WaitGroup
+	wg.Go(func() { src, srcErrs, serr = r.sourceSHA256(ctx, srcFiles) })
+	wg.Go(func() { dst, dstErrs, derr = sha256Batch(ctx, r.dstR, dstFiles, r.e.cfg.CommandTimeout) })
+	wg.Wait()
+	if err := errors.Join(serr, derr); err != nil {
+		return nil, nil, nil, err
+	}
+	errs = map[string]error{}
+	for p, e := range srcErrs {
+		errs["src:"+p] = e
+	}
+	for p, e := range dstErrs {
+		errs["dst:"+p] = e
+	}
+	return src, dst, errs, nil
+}
+
+// verify checks copied temporary files against their sources as the transfer's Verify says. It
+// returns each failed item's error; verified items get their sha256 in sums.
+func (r *run) verify(ctx context.Context, s *stream, items []*Item) (map[*Item]error, map[*Item]string) {
+	errs := map[*Item]error{}
+	sums := map[*Item]string{}
+	if len(items) == 0 {
+		return errs, sums
+	}
+	tmp := func(it *Item) string { return tempName(it.Destination, r.t.ID) }
+	switch r.t.Verify {
+	case VerifyNone:
+	case VerifySize:
+		_, dc, err := s.clients(ctx)
+		for _, it := range items {
+			if err != nil {
+				errs[it] = err
+				continue
+			}
+			fi, serr := dc.Stat(tmp(it))
+			switch {
+			case serr != nil:
+				errs[it] = fmt.Errorf("verify %s: %w", tmp(it), serr)
+			case fi.Size() != it.Size:
+				errs[it] = fmt.Errorf("%w: %s has %d bytes, source %d", errMismatch, tmp(it), fi.Size(), it.Size)
+			}
+		}
+	case VerifySHA256:
+		src, dst, perr, err := r.sums(ctx, items, tmp)
+		for _, it := range items {
+			switch {
+			case err != nil:
+				errs[it] = fmt.Errorf("verify: %w", err)
+			case src[it.Source] == "":
+				errs[it] = fmt.Errorf("verify source: %w", perr["src:"+it.Source])
+			case dst[tmp(it)] == "":
+				// The temporary file is gone or unreadable: not the source's fault, so retry.
+				errs[it] = fmt.Errorf("%w: %s: %v", errMismatch, tmp(it), perr["dst:"+tmp(it)])
+			case src[it.Source] != dst[tmp(it)]:
+				errs[it] = fmt.Errorf("%w: sha256 of %s is %s at the source, %s at the destination", errMismatch, it.Source, src[it.Source], dst[tmp(it)])
+			default:
+				sums[it] = src[it.Source]
+			}
+		}
+	}
+	return errs, sums
+}
+
+// finalize sets mode and modification time on it's temporary file (unless cp -p did) and renames
+// it into place.
+func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs bool) error {
+	_, dc, err := s.clients(ctx)
+	if err != nil {
+		return err
+	}
+	tmp := tempName(it.Destination, r.t.ID)
+	if setAttrs {
+		if err := dc.Chmod(tmp, os.FileMode(it.mode)); err != nil {
+			return fmt.Errorf("chmod %s: %w", tmp, err)
+		}
+		mt := time.Unix(it.mtime, 0)
+		if err := dc.Chtimes(tmp, mt, mt); err != nil {
+			return fmt.Errorf("set times of %s: %w", tmp, err)
+		}
+	}
+	if err := dc.PosixRename(tmp, it.Destination); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", tmp, it.Destination, err)
+	}
+	return nil
+}
+
+// verifyAndFinalize verifies items' temporary files and renames the good ones into place. It
+// returns the verification errors.
+func (r *run) verifyAndFinalize(ctx context.Context, s *stream, items []*Item, addBytes bool) map[*Item]error {
+	errs, sums := r.verify(ctx, s, items)
+	forEach(items, 16, func(_ int, it *Item) {
+		if err := errs[it]; err != nil {
+			r.itemFailed(ctx, it, err)
+			return
+		}
+		if err := r.finalize(ctx, s, it, !r.t.SameSystem); err != nil {
+			s.fail(err)
+			r.itemFailed(ctx, it, err)
+			return
+		}
+		r.itemDone(it, sums[it], addBytes)
+	})
+	return errs
+}
