@@ -44,6 +44,13 @@ const maxFindField = 16 << 10
 // maxFindEntry bounds one entry of find's output (its fields and their NULs).
 const maxFindEntry = findFields * (maxFindField + 1)
 
+// findBuffer is find's stdout buffer, set with coreutils' stdbuf. By default find writes to
+// the pipe in 4 KiB pieces, each an SSH packet that wakes sshd and sshapi (decryption, window
+// adjustment, goroutine hand-offs): for 10,000 entries that is ~115 packets and about 6 ms of
+// sshapi CPU more than with 64 KiB writes. Nothing is lost in latency: a listing is sorted,
+// so no entry can be sent before find's last.
+const findBuffer = "64K"
+
 // errFindUnusable marks a find that could not list the directory before printing anything:
 // the caller falls back to SFTP, which also classifies real errors (missing, not a directory).
 var errFindUnusable = errors.New("find -printf unusable")
@@ -57,8 +64,13 @@ func (f *FS) findDirents(ctx context.Context, dir string, fn func(*dirent) error
 	}
 	p := &findParser{fn: fn}
 	stderr := &cappedBuffer{max: maxCommandOutput}
-	cmd := shell.Command("find", "-H", dir, "-mindepth", "1", "-maxdepth", "1", "-printf", findFormat)
-	status, err := f.run.Run(ctx, cmd, nil, p, stderr)
+	argv := []string{"find", "-H", dir, "-mindepth", "1", "-maxdepth", "1", "-printf", findFormat}
+	status, err := f.run.Run(ctx, shell.Command(append([]string{"stdbuf", "-o" + findBuffer}, argv...)...), nil, p, stderr)
+	if err == nil && status == 127 && p.entries == 0 && ctx.Err() == nil {
+		// No stdbuf (busybox systems with GNU findutils): find as it is.
+		stderr.buf.Reset()
+		status, err = f.run.Run(ctx, shell.Command(argv...), nil, p, stderr)
+	}
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -83,8 +84,8 @@ func TestListCommandMatchesSFTP(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if finds.Load() == before {
-				t.Fatal("the listing did not run find")
+			if n := finds.Load() - before; n == 0 || !tc.opts.Recursive && n != 1 {
+				t.Fatalf("the listing ran %d find commands, want one (with stdbuf)", n)
 			}
 			if !reflect.DeepEqual(got, want) {
 				for i := range min(len(got.Entries), len(want.Entries)) {
@@ -110,6 +111,26 @@ func TestListCommandMatchesSFTP(t *testing.T) {
 	got, err := noFind.List(ctx, dir, ListOptions{})
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("without find: %v, equal %v", err, reflect.DeepEqual(got, want))
+	}
+	// A server with GNU find but no stdbuf (busybox with findutils): find runs without it.
+	bin := filepath.Join(e.dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"env", "find"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(p, filepath.Join(bin, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var plainFinds atomic.Int64
+	noStdbuf := New(e.sftp, pathRunner{findCounter{channelRunner{sessionRunner{e.conn}, &opened}, &plainFinds}, bin}, Options{StreamDirBytes: 0, ListCommand: true})
+	got, err = noStdbuf.List(ctx, dir, ListOptions{})
+	if err != nil || !reflect.DeepEqual(got, want) || plainFinds.Load() != 2 {
+		t.Fatalf("without stdbuf: %v, equal %v, %d find commands (want the stdbuf one and a plain one)", err, reflect.DeepEqual(got, want), plainFinds.Load())
 	}
 	// Errors are those of SFTP: a missing directory and a file.
 	if _, err := byFind.List(ctx, filepath.Join(dir, "nope"), ListOptions{}); !isKind(err, os.ErrNotExist) {
@@ -218,4 +239,15 @@ func TestFindParser(t *testing.T) {
 	if got, p := parseAll(append(append([]byte{}, ok...), ok[:5]...)); p.err != nil || len(got) != 1 || len(p.rest) != 5 {
 		t.Errorf("cut output: %d entries, err %v, %d bytes held", len(got), p.err, len(p.rest))
 	}
+}
+
+// pathRunner is findCounter running commands with PATH set to one directory.
+type pathRunner struct {
+	findCounter
+	path string
+}
+
+// Run implements Runner.
+func (r pathRunner) Run(ctx context.Context, command string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	return r.findCounter.Run(ctx, "PATH="+r.path+" "+command, stdin, stdout, stderr)
 }
