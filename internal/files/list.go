@@ -241,9 +241,12 @@ func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) 
 func (f *FS) eachDirent(ctx context.Context, op, dir string, fn func(*dirent) error) error {
 	ch, streams := f.run.(Channels)
 	if !streams || f.opts.StreamDirBytes > 0 {
-		infos, big, err := f.readSmallDir(ctx, dir, streams)
+		infos, big, wait, err := f.readSmallDir(ctx, dir, streams)
 		if err != nil {
 			return f.dirErr(ctx, op, dir, err)
+		}
+		if wait != nil {
+			defer wait()
 		}
 		if !big {
 			var d dirent
@@ -295,15 +298,15 @@ func (c callbackError) Error() string { return c.err.Error() }
 
 // readSmallDir reads directory dir whole on the shared channel. When check is set it asks for
 // the directory's size at the same time (so a small directory costs no extra round trip) and,
-// if the size is above Options.StreamDirBytes, abandons the read after the batches already
-// received and reports big.
-func (f *FS) readSmallDir(ctx context.Context, dir string, check bool) ([]os.FileInfo, bool, error) {
+// if the size is above Options.StreamDirBytes, abandons the read and reports big at once: the
+// caller lists the directory another way while the abandoned read winds down (its last
+// READDIR and CLOSE), and must call wait before it returns.
+func (f *FS) readSmallDir(ctx context.Context, dir string, check bool) (infos []os.FileInfo, big bool, wait func(), err error) {
 	if !check {
 		infos, err := f.c.ReadDirContext(ctx, dir)
-		return infos, false, err
+		return infos, false, nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type result struct {
 		infos []os.FileInfo
 		err   error
@@ -315,11 +318,11 @@ func (f *FS) readSmallDir(ctx context.Context, dir string, check bool) ([]os.Fil
 	}()
 	if fi, err := f.c.Stat(dir); err == nil && fi.IsDir() && fi.Size() > f.opts.StreamDirBytes {
 		cancel()
-		<-done
-		return nil, true, nil
+		return nil, true, func() { <-done }, nil
 	}
 	r := <-done
-	return r.infos, false, r.err
+	cancel()
+	return r.infos, false, nil, r.err
 }
 
 // dirErr classifies a failure to open or read directory dir: OpenSSH maps ENOTDIR to
