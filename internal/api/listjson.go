@@ -1,8 +1,8 @@
 package api
 
 import (
-	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,25 +13,23 @@ import (
 
 // A 10,000-entry listing through encoding/json costs about 2 µs per entry in reflection and
 // builds the whole body in memory before the first byte leaves. writeListing appends the same
-// bytes (encoding/json's output with HTML escaping off, field for field) into a small buffer
-// that is flushed as it fills. Strings that are not plain printable ASCII, and times outside
-// what RFC 3339 holds, go through encoding/json itself, so the output never differs.
+// bytes (encoding/json's output with HTML escaping off, field for field) into one buffer that
+// is written out each time it fills. Times outside what RFC 3339 holds go through
+// encoding/json itself, so the output never differs.
 
-// listingFlush is the size of writeListing's output buffer.
+// listingFlush is the size at which writeListing writes its buffer out.
 const listingFlush = 32 << 10
 
 // writeListing sends l as JSON with status 200, as writeJSON would.
 func writeListing(w http.ResponseWriter, l *files.Listing) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, listingFlush)
-	_, _ = bw.Write(appendListing(make([]byte, 0, 4<<10), l, bw))
-	_ = bw.Flush()
+	_, _ = w.Write(appendListing(make([]byte, 0, listingFlush+4<<10), l, w))
 }
 
-// appendListing appends l's JSON and a newline to b, handing full stretches to out on the way;
-// it returns what is left to write.
-func appendListing(b []byte, l *files.Listing, out *bufio.Writer) []byte {
+// appendListing appends l's JSON and a newline to b, handing full stretches to out (when not
+// nil) on the way; it returns what is left to write.
+func appendListing(b []byte, l *files.Listing, out io.Writer) []byte {
 	b = append(b, `{"path":`...)
 	b = appendJSONString(b, l.Path)
 	b = append(b, `,"entries":`...)
@@ -39,12 +37,13 @@ func appendListing(b []byte, l *files.Listing, out *bufio.Writer) []byte {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, '[')
+		var tc timeCache
 		for i := range l.Entries {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendEntry(b, &l.Entries[i])
-			if out != nil && len(b) >= listingFlush/2 {
+			b = appendEntry(b, &l.Entries[i], &tc)
+			if out != nil && len(b) >= listingFlush {
 				_, _ = out.Write(b)
 				b = b[:0]
 			}
@@ -65,7 +64,7 @@ func appendListing(b []byte, l *files.Listing, out *bufio.Writer) []byte {
 }
 
 // appendEntry appends one entry's JSON object.
-func appendEntry(b []byte, e *files.Entry) []byte {
+func appendEntry(b []byte, e *files.Entry, tc *timeCache) []byte {
 	b = append(b, `{"name":`...)
 	b = appendJSONString(b, e.Name)
 	b = append(b, `,"path":`...)
@@ -77,7 +76,7 @@ func appendEntry(b []byte, e *files.Entry) []byte {
 	b = append(b, `,"mode":`...)
 	b = appendJSONString(b, e.Mode)
 	b = append(b, `,"mtime":`...)
-	b = appendJSONTime(b, e.ModTime)
+	b = tc.append(b, e.ModTime)
 	b = append(b, `,"uid":`...)
 	b = strconv.AppendUint(b, uint64(e.UID), 10)
 	b = append(b, `,"gid":`...)
@@ -89,26 +88,74 @@ func appendEntry(b []byte, e *files.Entry) []byte {
 	return append(b, '}')
 }
 
-// appendJSONString appends s quoted: directly when every byte is printable ASCII other than
-// '"' and '\\', else as encoding/json (HTML escaping off) writes it.
+// appendJSONString appends s quoted as encoding/json (HTML escaping off) writes it: '"', '\\'
+// and control bytes escaped, each byte that is not part of valid UTF-8 replaced by \ufffd, and
+// U+2028 and U+2029 escaped.
 func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
-			return appendJSONSlow(b, s)
-		}
-	}
 	b = append(b, '"')
-	b = append(b, s...)
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
 	return append(b, '"')
 }
 
-// appendJSONSlow quotes s with encoding/json.
-func appendJSONSlow(b []byte, s string) []byte {
-	var buf jsonBuf
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // strings always encode
-	return append(b, buf[:len(buf)-1]...)
+const hexDigits = "0123456789abcdef"
+
+// timeCache appends times as time.Time.MarshalJSON does, remembering the last one: the files
+// of a directory often share their modification second.
+type timeCache struct {
+	t time.Time
+	s []byte
+}
+
+// append appends t's JSON to b.
+func (c *timeCache) append(b []byte, t time.Time) []byte {
+	if c.s == nil || !t.Equal(c.t) || t.Location() != c.t.Location() {
+		c.t, c.s = t, appendJSONTime(c.s[:0], t)
+	}
+	return append(b, c.s...)
 }
 
 // appendJSONTime appends t as time.Time.MarshalJSON does (RFC 3339 with nanoseconds).
@@ -123,13 +170,4 @@ func appendJSONTime(b []byte, t time.Time) []byte {
 	b = append(b, '"')
 	b = t.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"')
-}
-
-// jsonBuf is a minimal io.Writer collecting bytes.
-type jsonBuf []byte
-
-// Write implements io.Writer.
-func (j *jsonBuf) Write(p []byte) (int, error) {
-	*j = append(*j, p...)
-	return len(p), nil
 }

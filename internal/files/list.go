@@ -117,16 +117,11 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	if err != nil {
 		return nil, err
 	}
-	page := top.sorted()
+	l.Entries = top.page(dir, opts.Offset)
 	l.Total, l.more = top.total, top.more
-	start := min(opts.Offset, len(page))
-	l.Entries = page[start:len(page):len(page)]
 	if l.more && len(l.Entries) > 0 {
 		l.NextOffset = opts.Offset + len(l.Entries)
 		l.NextAfter = l.Entries[len(l.Entries)-1].Name
-	}
-	if len(l.Entries) == 0 {
-		l.Entries = []Entry{} // an empty page, not a missing one
 	}
 	if err := f.readLinks(ctx, l.Entries); err != nil {
 		return nil, wrap(op, dir, err)
@@ -135,21 +130,89 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 }
 
 // eachEntry calls fn for every entry of directory dir that passes opts' filters, each named
-// prefix+base.
-func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOptions, fn func(Entry)) error {
-	return f.eachInfo(ctx, op, dir, func(fi os.FileInfo) error {
-		name := fi.Name()
-		if !opts.ShowHidden && strings.HasPrefix(name, ".") {
+// prefix+base, with its absolute path when that is not dir joined with the name by a slash
+// (see topK.add).
+func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOptions, fn func(d *dirent, name []byte, abs string)) error {
+	var named []byte
+	return f.eachDirent(ctx, op, dir, func(d *dirent) error {
+		if !opts.ShowHidden && len(d.name) > 0 && d.name[0] == '.' {
 			return nil
 		}
 		if opts.Pattern != "" {
-			if ok, _ := path.Match(opts.Pattern, name); !ok {
+			if ok, _ := path.Match(opts.Pattern, string(d.name)); !ok {
 				return nil
 			}
 		}
-		fn(entryFromInfo(childPath(dir, name), prefix+name, fi))
+		if prefix == "" {
+			fn(d, d.name, joinedPath(dir, d.name))
+			return nil
+		}
+		named = append(append(named[:0], prefix...), d.name...)
+		fn(d, named, childPath(dir, string(d.name)))
 		return nil
 	})
+}
+
+// dirent is one directory entry as listings read it. Its slices are valid only during the
+// callback it is handed to.
+type dirent struct {
+	name []byte
+	st   sftp.FileStat // lstat attributes as SFTP carries them
+	link []byte        // the symlink target when the reader got it (find), else empty
+}
+
+// direntInfo is a dirent kept as an os.FileInfo; Sys returns the *sftp.FileStat.
+type direntInfo struct {
+	name string
+	st   sftp.FileStat
+	link string
+}
+
+func newDirentInfo(d *dirent) *direntInfo {
+	return &direntInfo{name: string(d.name), st: d.st, link: string(d.link)}
+}
+
+func (i *direntInfo) Name() string       { return i.name }
+func (i *direntInfo) Size() int64        { return int64(i.st.Size) }
+func (i *direntInfo) Mode() os.FileMode  { return i.st.FileMode() }
+func (i *direntInfo) ModTime() time.Time { return i.st.ModTime() }
+func (i *direntInfo) IsDir() bool        { return i.Mode().IsDir() }
+func (i *direntInfo) Sys() any           { return &i.st }
+
+// linkTarget returns the symlink target the reader got, or "".
+func (i *direntInfo) linkTarget() string { return i.link }
+
+// setInfo fills d from fi (an entry of pkg/sftp's ReadDir), reusing d's buffers.
+func (d *dirent) setInfo(fi os.FileInfo) {
+	d.name = append(d.name[:0], fi.Name()...)
+	d.link = d.link[:0]
+	if st, ok := fi.Sys().(*sftp.FileStat); ok {
+		d.st = *st
+		return
+	}
+	d.st = sftp.FileStat{Size: uint64(fi.Size()), Mtime: uint32(fi.ModTime().Unix()), Mode: sftpMode(fi.Mode())}
+}
+
+// sftpMode converts m to SFTP's st_mode (what pkg/sftp's FileMode undoes).
+func sftpMode(m os.FileMode) uint32 {
+	mode := unixPerm(m)
+	switch {
+	case m&os.ModeCharDevice != 0:
+		mode |= sIFCHR
+	case m&os.ModeDevice != 0:
+		mode |= sIFBLK
+	case m.IsDir():
+		mode |= sIFDIR
+	case m&os.ModeNamedPipe != 0:
+		mode |= sIFIFO
+	case m&os.ModeSymlink != 0:
+		mode |= sIFLNK
+	case m&os.ModeSocket != 0:
+		mode |= sIFSOCK
+	case m.IsRegular():
+		mode |= sIFREG
+	}
+	return mode
 }
 
 // childPath is path.Join(dir, name) for a clean absolute dir and a directory entry's name
@@ -164,20 +227,32 @@ func childPath(dir, name string) string {
 	return dir + "/" + name
 }
 
-// eachInfo calls fn for every entry of directory dir, in the server's order, and stops at the
-// first error fn returns. A directory the server reports as larger than Options.StreamDirBytes
-// is read batch by batch on a channel of its own when the Runner can open one (memory: one
-// batch); a smaller one with one ReadDir on the shared channel.
+// eachInfo is eachDirent handing out each entry as an os.FileInfo (whose Sys is a
+// *sftp.FileStat), for callers that keep entries.
 func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) error) error {
+	return f.eachDirent(ctx, op, dir, func(d *dirent) error { return fn(newDirentInfo(d)) })
+}
+
+// eachDirent calls fn for every entry of directory dir, in the server's order, and stops at
+// the first error fn returns. A directory the server reports as larger than
+// Options.StreamDirBytes is read by one `find -printf` (Options.ListCommand) or batch by batch
+// on an SFTP channel of its own when the Runner can open one (memory: one batch); a smaller
+// one with one ReadDir on the shared channel.
+func (f *FS) eachDirent(ctx context.Context, op, dir string, fn func(*dirent) error) error {
 	ch, streams := f.run.(Channels)
 	if !streams || f.opts.StreamDirBytes > 0 {
-		infos, big, err := f.readSmallDir(ctx, dir, streams)
+		infos, big, wait, err := f.readSmallDir(ctx, dir, streams)
 		if err != nil {
 			return f.dirErr(ctx, op, dir, err)
 		}
+		if wait != nil {
+			defer wait()
+		}
 		if !big {
+			var d dirent
 			for _, fi := range infos {
-				if err := fn(fi); err != nil {
+				d.setInfo(fi)
+				if err := fn(&d); err != nil {
 					return err
 				}
 			}
@@ -185,7 +260,7 @@ func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) 
 		}
 	}
 	if f.opts.ListCommand {
-		err := f.findInfos(ctx, dir, fn)
+		err := f.findDirents(ctx, dir, fn)
 		if !errors.Is(err, errFindUnusable) {
 			if err != nil && ctx.Err() == nil {
 				return f.dirErr(ctx, op, dir, err)
@@ -199,9 +274,13 @@ func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) 
 	}
 	defer d.close()
 	for {
-		infos, err := d.next()
+		err := d.next(fn)
 		if errors.Is(err, io.EOF) {
 			return checkCtx(ctx, op, dir)
+		}
+		var ferr callbackError
+		if errors.As(err, &ferr) {
+			return ferr.err
 		}
 		if err != nil {
 			if cerr := checkCtx(ctx, op, dir); cerr != nil {
@@ -209,25 +288,25 @@ func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) 
 			}
 			return f.dirErr(ctx, op, dir, err)
 		}
-		for _, fi := range infos {
-			if err := fn(fi); err != nil {
-				return err
-			}
-		}
 	}
 }
 
+// callbackError carries an error of dirStream.next's callback, returned as it is.
+type callbackError struct{ err error }
+
+func (c callbackError) Error() string { return c.err.Error() }
+
 // readSmallDir reads directory dir whole on the shared channel. When check is set it asks for
 // the directory's size at the same time (so a small directory costs no extra round trip) and,
-// if the size is above Options.StreamDirBytes, abandons the read after the batches already
-// received and reports big.
-func (f *FS) readSmallDir(ctx context.Context, dir string, check bool) ([]os.FileInfo, bool, error) {
+// if the size is above Options.StreamDirBytes, abandons the read and reports big at once: the
+// caller lists the directory another way while the abandoned read winds down (its last
+// READDIR and CLOSE), and must call wait before it returns.
+func (f *FS) readSmallDir(ctx context.Context, dir string, check bool) (infos []os.FileInfo, big bool, wait func(), err error) {
 	if !check {
 		infos, err := f.c.ReadDirContext(ctx, dir)
-		return infos, false, err
+		return infos, false, nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type result struct {
 		infos []os.FileInfo
 		err   error
@@ -239,11 +318,11 @@ func (f *FS) readSmallDir(ctx context.Context, dir string, check bool) ([]os.Fil
 	}()
 	if fi, err := f.c.Stat(dir); err == nil && fi.IsDir() && fi.Size() > f.opts.StreamDirBytes {
 		cancel()
-		<-done
-		return nil, true, nil
+		return nil, true, func() { <-done }, nil
 	}
 	r := <-done
-	return r.infos, false, r.err
+	cancel()
+	return r.infos, false, nil, r.err
 }
 
 // dirErr classifies a failure to open or read directory dir: OpenSSH maps ENOTDIR to
@@ -261,7 +340,7 @@ func (f *FS) dirErr(ctx context.Context, op, dir string, err error) error {
 // opts' filters, with linkWorkers workers reading directories from a queue. More than
 // MaxRecursiveEntries matching entries, or directories, is refused: the walk's work and its
 // queue are bounded, and sink bounds what is kept.
-func (f *FS) walkList(ctx context.Context, root string, opts ListOptions, sink func(Entry)) error {
+func (f *FS) walkList(ctx context.Context, root string, opts ListOptions, sink func(d *dirent, name []byte, abs string)) error {
 	const op = "list"
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -286,23 +365,27 @@ func (f *FS) walkList(ctx context.Context, root string, opts ListOptions, sink f
 	every := opts
 	every.Pattern = "" // every directory is descended into; the pattern selects what is listed
 	visit := func(j job) error {
-		return f.eachEntry(ctx, op, j.dir, j.prefix, every, func(e Entry) {
+		return f.eachEntry(ctx, op, j.dir, j.prefix, every, func(d *dirent, name []byte, abs string) {
 			mu.Lock()
 			defer mu.Unlock()
 			if firstErr != nil {
 				return
 			}
 			// lstat attributes: a symlink to a directory is not descended into.
-			if e.Type == TypeDir {
+			if d.st.Mode&sIFMT == sIFDIR {
 				if dirs++; dirs > MaxRecursiveEntries {
 					failLocked(tooMany)
 					return
 				}
-				queue = append(queue, job{e.Path, e.Name + "/"})
+				sub := abs
+				if sub == "" {
+					sub = childPath(j.dir, string(d.name))
+				}
+				queue = append(queue, job{sub, string(name) + "/"})
 				cond.Signal()
 			}
 			if opts.Pattern != "" {
-				if ok, _ := path.Match(opts.Pattern, path.Base(e.Name)); !ok {
+				if ok, _ := path.Match(opts.Pattern, path.Base(string(name))); !ok {
 					return
 				}
 			}
@@ -310,7 +393,7 @@ func (f *FS) walkList(ctx context.Context, root string, opts ListOptions, sink f
 				failLocked(tooMany)
 				return
 			}
-			sink(e)
+			sink(d, name, abs)
 		})
 	}
 	var wg sync.WaitGroup
@@ -452,8 +535,17 @@ func typeOf(m os.FileMode) string {
 // modeString renders permission and setuid/setgid/sticky bits as four octal digits.
 func modeString(m os.FileMode) string {
 	b := unixPerm(m)
-	return string([]byte{'0' + byte(b>>9&7), '0' + byte(b>>6&7), '0' + byte(b>>3&7), '0' + byte(b&7)})
+	return modeStrings[4*b : 4*b+4]
 }
+
+// modeStrings holds every four-digit octal mode from "0000" to "7777", in order.
+var modeStrings = func() string {
+	b := make([]byte, 0, 4*0o10000)
+	for m := range 0o10000 {
+		b = append(b, '0'+byte(m>>9&7), '0'+byte(m>>6&7), '0'+byte(m>>3&7), '0'+byte(m&7))
+	}
+	return string(b)
+}()
 
 // unixPerm returns the POSIX permission bits of m, special bits included.
 func unixPerm(m os.FileMode) uint32 {

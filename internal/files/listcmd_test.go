@@ -1,15 +1,20 @@
 package files
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/pkg/sftp"
 )
 
 // findCounter is a real session runner that counts the find commands it runs.
@@ -79,8 +84,8 @@ func TestListCommandMatchesSFTP(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if finds.Load() == before {
-				t.Fatal("the listing did not run find")
+			if n := finds.Load() - before; n == 0 || !tc.opts.Recursive && n != 1 {
+				t.Fatalf("the listing ran %d find commands, want one (with stdbuf)", n)
 			}
 			if !reflect.DeepEqual(got, want) {
 				for i := range min(len(got.Entries), len(want.Entries)) {
@@ -107,6 +112,26 @@ func TestListCommandMatchesSFTP(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("without find: %v, equal %v", err, reflect.DeepEqual(got, want))
 	}
+	// A server with GNU find but no stdbuf (busybox with findutils): find runs without it.
+	bin := filepath.Join(e.dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"env", "find"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(p, filepath.Join(bin, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var plainFinds atomic.Int64
+	noStdbuf := New(e.sftp, pathRunner{findCounter{channelRunner{sessionRunner{e.conn}, &opened}, &plainFinds}, bin}, Options{StreamDirBytes: 0, ListCommand: true})
+	got, err = noStdbuf.List(ctx, dir, ListOptions{})
+	if err != nil || !reflect.DeepEqual(got, want) || plainFinds.Load() != 2 {
+		t.Fatalf("without stdbuf: %v, equal %v, %d find commands (want the stdbuf one and a plain one)", err, reflect.DeepEqual(got, want), plainFinds.Load())
+	}
 	// Errors are those of SFTP: a missing directory and a file.
 	if _, err := byFind.List(ctx, filepath.Join(dir, "nope"), ListOptions{}); !isKind(err, os.ErrNotExist) {
 		t.Fatalf("missing directory: %v", err)
@@ -122,4 +147,107 @@ type noFindRunner struct{ channelRunner }
 // Run implements Runner.
 func (r noFindRunner) Run(ctx context.Context, command string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	return r.channelRunner.Run(ctx, "PATH=/nonexistent "+command, stdin, stdout, stderr)
+}
+
+// parsed is a dirent kept for comparison.
+type parsed struct {
+	name, link string
+	st         sftp.FileStat
+}
+
+// parseAll feeds out to a findParser in the given writes and returns what it parsed.
+func parseAll(out []byte, writes ...int) ([]parsed, *findParser) {
+	var got []parsed
+	p := &findParser{fn: func(d *dirent) error {
+		got = append(got, parsed{string(d.name), string(d.link), d.st})
+		return nil
+	}}
+	for _, n := range writes {
+		_, _ = p.Write(out[:n])
+		out = out[n:]
+	}
+	_, _ = p.Write(out)
+	return got, p
+}
+
+// TestFindParser: find's output, hostile names and every type included, parses to the same
+// entries however it is split into writes (at every byte, byte by byte), and malformed output
+// is an error, never an entry.
+func TestFindParser(t *testing.T) {
+	out := []byte("plain\x00f644\x0012\x001732345678.1234567890\x001000\x00100\x00\x00" +
+		"new\nline \"q\" \\ 'x' \xff\xfe\x00f600\x000\x000.0000000000\x000\x000\x00\x00" +
+		"-rf\x00d2775\x004096\x00-1.5000000000\x004294967295\x004294967295\x00\x00" +
+		"link\x00l777\x007\x001732345678.0\x001\x002\x00../new\nline\x00" +
+		"fifo\x00p640\x000\x001\x001\x001\x00\x00" +
+		"door\x00D4755\x000\x001\x001\x001\x00\x00" +
+		"big\x00f7777\x009223372036854775807\x001\x001\x001\x00\x00")
+	want := []parsed{
+		{"plain", "", sftp.FileStat{Size: 12, Mode: sIFREG | 0o644, Mtime: 1732345678, UID: 1000, GID: 100}},
+		{"new\nline \"q\" \\ 'x' \xff\xfe", "", sftp.FileStat{Mode: sIFREG | 0o600}},
+		{"-rf", "", sftp.FileStat{Size: 4096, Mode: sIFDIR | 0o2775, Mtime: 1<<32 - 1, UID: 1<<32 - 1, GID: 1<<32 - 1}},
+		{"link", "../new\nline", sftp.FileStat{Size: 7, Mode: sIFLNK | 0o777, Mtime: 1732345678, UID: 1, GID: 2}},
+		{"fifo", "", sftp.FileStat{Mode: sIFIFO | 0o640, Mtime: 1, UID: 1, GID: 1}},
+		{"door", "", sftp.FileStat{Mode: 0o4755, Mtime: 1, UID: 1, GID: 1}},
+		{"big", "", sftp.FileStat{Size: 1<<63 - 1, Mode: sIFREG | 0o7777, Mtime: 1, UID: 1, GID: 1}},
+	}
+	check := func(name string, got []parsed, p *findParser) {
+		t.Helper()
+		if p.err != nil || len(p.rest) != 0 || p.entries != len(want) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: err %v, %d bytes left, %d entries:\n got %+v\nwant %+v", name, p.err, len(p.rest), p.entries, got, want)
+		}
+	}
+	got, p := parseAll(out)
+	check("whole", got, p)
+	for i := range out {
+		got, p := parseAll(out, i)
+		check(fmt.Sprintf("split at %d", i), got, p)
+	}
+	ones := make([]int, len(out))
+	for i := range ones {
+		ones[i] = 1
+	}
+	got, p = parseAll(out, ones...)
+	check("byte by byte", got, p)
+
+	entry := func(fields ...string) []byte { return []byte(strings.Join(fields, "\x00") + "\x00") }
+	ok := entry("a", "f644", "1", "2.5", "3", "4", "")
+	bad := []struct {
+		name string
+		out  []byte
+	}{
+		{"empty name", entry("", "f644", "1", "2", "3", "4", "")},
+		{"slash in name", entry("a/b", "f644", "1", "2", "3", "4", "")},
+		{"no mode", entry("a", "f", "1", "2", "3", "4", "")},
+		{"mode not octal", entry("a", "f648", "1", "2", "3", "4", "")},
+		{"mode too large", entry("a", "f17777", "1", "2", "3", "4", "")},
+		{"size not a number", entry("a", "f644", "1k", "2", "3", "4", "")},
+		{"empty size", entry("a", "f644", "", "2", "3", "4", "")},
+		{"size overflows", entry("a", "f644", "9223372036854775808", "2", "3", "4", "")},
+		{"mtime not a number", entry("a", "f644", "1", "x.5", "3", "4", "")},
+		{"negative uid", entry("a", "f644", "1", "2", "-3", "4", "")},
+		{"gid overflows", entry("a", "f644", "1", "2", "3", "4294967296", "")},
+		{"name too long", entry(strings.Repeat("n", maxFindField+1), "f644", "1", "2", "3", "4", "")},
+		{"no end in sight", bytes.Repeat([]byte("x"), maxFindEntry+1)},
+	}
+	for _, tc := range bad {
+		got, p := parseAll(append(append([]byte{}, ok...), tc.out...), len(ok)+1)
+		if p.err == nil || len(got) != 1 {
+			t.Errorf("%s: err %v after %d entries, want an error after 1", tc.name, p.err, len(got))
+		}
+	}
+	// Output cut inside an entry leaves it unparsed, for findDirents to report.
+	if got, p := parseAll(append(append([]byte{}, ok...), ok[:5]...)); p.err != nil || len(got) != 1 || len(p.rest) != 5 {
+		t.Errorf("cut output: %d entries, err %v, %d bytes held", len(got), p.err, len(p.rest))
+	}
+}
+
+// pathRunner is findCounter running commands with PATH set to one directory.
+type pathRunner struct {
+	findCounter
+	path string
+}
+
+// Run implements Runner.
+func (r pathRunner) Run(ctx context.Context, command string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	return r.findCounter.Run(ctx, "PATH="+r.path+" "+command, stdin, stdout, stderr)
 }

@@ -2,15 +2,14 @@ package files
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
-	"time"
 
 	"github.com/pkg/sftp"
 )
@@ -51,6 +50,8 @@ type dirStream struct {
 	handle string
 	opened bool
 	stop   func() bool
+	body   []byte // the last reply, reused
+	ent    dirent // the entry handed to next's callback
 }
 
 // openDirStream starts an SFTP session on a channel of its own and opens dir. ctx ending
@@ -90,40 +91,47 @@ func openDirStream(ctx context.Context, ch Channels, dir string) (*dirStream, er
 	return d, nil
 }
 
-// next returns the next batch of entries (without "." and ".."), or io.EOF after the last.
-func (d *dirStream) next() ([]os.FileInfo, error) {
+// next hands the next batch of entries (without "." and "..") to fn, or returns io.EOF after
+// the last. An error of fn is returned as a callbackError.
+func (d *dirStream) next(fn func(*dirent) error) error {
 	if err := d.send(fxpReaddir, appendString(nil, d.handle), true); err != nil {
-		return nil, err
+		return err
 	}
 	typ, body, err := d.recv()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if typ != fxpName {
-		return nil, statusErr(typ, body)
+		return statusErr(typ, body)
 	}
 	count, body, err := readUint32(body)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]os.FileInfo, 0, min(count, 1024))
 	for range count {
-		var name string
-		if name, body, err = readString(body); err != nil {
-			return nil, err
+		var name []byte
+		if name, body, err = readBytes(body); err != nil {
+			return err
 		}
-		if _, body, err = readString(body); err != nil { // long name, ls -l style: unused
-			return nil, err
+		if _, body, err = readBytes(body); err != nil { // long name, ls -l style: unused
+			return err
 		}
-		var st sftp.FileStat
-		if body, err = readAttrs(body, &st); err != nil {
-			return nil, err
+		d.ent.st = sftp.FileStat{}
+		if body, err = readAttrs(body, &d.ent.st); err != nil {
+			return err
 		}
-		if name != "." && name != ".." {
-			out = append(out, &streamedInfo{name: path.Base(name), st: st})
+		if string(name) == "." || string(name) == ".." {
+			continue
+		}
+		if len(name) == 0 || bytes.IndexByte(name, '/') >= 0 {
+			name = []byte(path.Base(string(name))) // not from a well-behaved server
+		}
+		d.ent.name, d.ent.link = name, nil
+		if err := fn(&d.ent); err != nil {
+			return callbackError{err}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // close closes the handle (without waiting for the answer) and the channel.
@@ -160,7 +168,10 @@ func (d *dirStream) recv() (byte, []byte, error) {
 	if n < 1 || n > maxDirReply {
 		return 0, nil, fmt.Errorf("sftp read: reply of %d bytes", n)
 	}
-	body := make([]byte, n-1)
+	if cap(d.body) < int(n-1) {
+		d.body = make([]byte, n-1)
+	}
+	body := d.body[:n-1]
 	if _, err := io.ReadFull(d.r, body); err != nil {
 		return 0, nil, fmt.Errorf("sftp read: %w", err)
 	}
@@ -205,11 +216,17 @@ func readUint32(b []byte) (uint32, []byte, error) {
 }
 
 func readString(b []byte) (string, []byte, error) {
+	s, b, err := readBytes(b)
+	return string(s), b, err
+}
+
+// readBytes reads a string as a sub-slice of b.
+func readBytes(b []byte) ([]byte, []byte, error) {
 	n, b, err := readUint32(b)
 	if err != nil || uint32(len(b)) < n {
-		return "", nil, errShort
+		return nil, nil, errShort
 	}
-	return string(b[:n]), b[n:], nil
+	return b[:n:n], b[n:], nil
 }
 
 func appendString(b []byte, s string) []byte {
@@ -265,16 +282,3 @@ func readAttrs(b []byte, st *sftp.FileStat) ([]byte, error) {
 	}
 	return b, nil
 }
-
-// streamedInfo is an os.FileInfo from a READDIR reply; Sys returns the *sftp.FileStat.
-type streamedInfo struct {
-	name string
-	st   sftp.FileStat
-}
-
-func (i *streamedInfo) Name() string       { return i.name }
-func (i *streamedInfo) Size() int64        { return int64(i.st.Size) }
-func (i *streamedInfo) Mode() os.FileMode  { return i.st.FileMode() }
-func (i *streamedInfo) ModTime() time.Time { return i.st.ModTime() }
-func (i *streamedInfo) IsDir() bool        { return i.Mode().IsDir() }
-func (i *streamedInfo) Sys() any           { return &i.st }
