@@ -23,6 +23,11 @@ const (
 	TransferDownload    = "download"
 	TransferSystem      = "system-to-system"
 	TransferConnections = "connections"
+	// TransferUploadChannels and TransferDownloadChannels are uploads and downloads through the
+	// HTTP API with sshapi limited to a number of SFTP channels per transfer (striping), beside
+	// OpenSSH sftp put and get.
+	TransferUploadChannels   = "upload-channels"
+	TransferDownloadChannels = "download-channels"
 )
 
 // Transfer targets beside sshapi.
@@ -43,9 +48,12 @@ type TransferRun struct {
 	// Target is sshapi or a peer.
 	Target string `json:"target"`
 	// Streams is what was asked for (0 = automatic; for connections the number of parallel
-	// connections or streams); StreamsUsed what sshapi chose.
+	// connections or streams; for the channels scenarios the SFTP channels per transfer);
+	// StreamsUsed what sshapi chose.
 	Streams     int `json:"streams"`
 	StreamsUsed int `json:"streams_used"`
+	// LinkMBps is the emulated link's rate in 10^6 bytes/s per direction (0: not limited).
+	LinkMBps float64 `json:"link_mb_per_s,omitempty"`
 	// Bytes moved in Seconds (aggregate over all connections for the connections scenario).
 	Bytes   int64   `json:"bytes"`
 	Seconds float64 `json:"seconds"`
@@ -99,6 +107,8 @@ type TransferBench struct {
 	// Remove deletes a remote file before it is written again (nil: uploads overwrite and
 	// system-to-system transfers are skipped when it is needed).
 	Remove func(path string) error
+	// LinkMBps is the path's emulated rate in 10^6 bytes/s (0: not limited), for the report.
+	LinkMBps float64
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
 	// Report receives the runs.
@@ -120,7 +130,7 @@ func (b *TransferBench) measure(scenario, target string, streams int, bytes int6
 	used, err := fn()
 	el := time.Since(start).Seconds()
 	r := TransferRun{Path: b.Path, Scenario: scenario, Cipher: b.Cipher, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
-		Seconds: el, CPUSeconds: selfCPU() - cpu0}
+		Seconds: el, CPUSeconds: selfCPU() - cpu0, LinkMBps: b.LinkMBps}
 	if meter != nil {
 		r.SSHDCPUSeconds = meter.Stop()
 	}
@@ -180,16 +190,43 @@ func (b *TransferBench) Run(ctx context.Context, streams, connections []int) err
 // put and get beside each. A failed run is recorded with its error; RunUpDown returns only ctx's
 // error.
 func (b *TransferBench) RunUpDown(ctx context.Context) error {
+	return b.upDown(ctx, TransferUpload, TransferDownload, 1, nil, true, b.Peers)
+}
+
+// RunChannels measures one upload and one download through sshapi, which the caller configured
+// for channels SFTP channels per transfer (0 = its automatic choice); used, called after each,
+// tells how many it used. A failed run is recorded with its error; RunChannels returns only
+// ctx's error.
+func (b *TransferBench) RunChannels(ctx context.Context, channels int, used func() int) error {
+	return b.upDown(ctx, TransferUploadChannels, TransferDownloadChannels, channels, used, true, false)
+}
+
+// RunChannelPeers measures OpenSSH sftp put and get of the same file, the runs the channel
+// counts of RunChannels are compared with.
+func (b *TransferBench) RunChannelPeers(ctx context.Context) error {
+	return b.upDown(ctx, TransferUploadChannels, TransferDownloadChannels, 1, nil, false, true)
+}
+
+// upDown uploads then downloads the file through sshapi (recorded as streams, with used's
+// answer as the streams used) and, with peers, through OpenSSH sftp beside each.
+func (b *TransferBench) upDown(ctx context.Context, up, down string, streams int, used func() int, sshapi, peers bool) error {
+	if used == nil {
+		used = func() int { return 1 }
+	}
 	src := b.remote("bench-src.bin")
-	b.measure(TransferUpload, BaselineTarget, 1, b.Size, func() (int, error) { return 1, b.upload(ctx, src) })
-	if b.Peers {
-		b.measure(TransferUpload, PeerSFTP, 1, b.Size, func() (int, error) {
+	if sshapi {
+		b.measure(up, BaselineTarget, streams, b.Size, func() (int, error) { err := b.upload(ctx, src); return used(), err })
+	}
+	if peers {
+		b.measure(up, PeerSFTP, 1, b.Size, func() (int, error) {
 			return 1, b.sftp(ctx, b.Src.SSH, fmt.Sprintf("put %s %s\n", b.Local, b.remote("bench-sftp.bin")))
 		})
 	}
-	b.measure(TransferDownload, BaselineTarget, 1, b.Size, func() (int, error) { return 1, b.download(ctx, src) })
-	if b.Peers {
-		b.measure(TransferDownload, PeerSFTP, 1, b.Size, func() (int, error) {
+	if sshapi {
+		b.measure(down, BaselineTarget, streams, b.Size, func() (int, error) { err := b.download(ctx, src); return used(), err })
+	}
+	if peers {
+		b.measure(down, PeerSFTP, 1, b.Size, func() (int, error) {
 			return 1, b.sftp(ctx, b.Src.SSH, fmt.Sprintf("get %s /dev/null\n", src))
 		})
 	}

@@ -332,7 +332,7 @@ func newBenchPaperCmd() *cobra.Command {
 
 func newBenchTransferCmd() *cobra.Command {
 	var o study.TransferOptions
-	var url, token, system, remoteDir, size, streams, conns, rate, jsonOut, mdOut, plots, ciphers string
+	var url, token, system, remoteDir, size, streams, conns, rate, jsonOut, mdOut, plots, ciphers, channels string
 	var rtt time.Duration
 	var quiet bool
 	cmd := &cobra.Command{
@@ -341,7 +341,8 @@ func newBenchTransferCmd() *cobra.Command {
 		Example: `  sshapi bench transfer --size 1GiB --streams 1,2,4,8,auto --compare --connections 1,2,4,8
   sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --compare --json t.json --markdown t.md --plots img
   sshapi bench transfer --url $SSHAPI_URL --system hpc --remote-dir /scratch/me --size 1GiB
-  sshapi bench transfer --size 256MiB --compare --ciphers aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes256-ctr`,
+  sshapi bench transfer --size 256MiB --compare --ciphers aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes256-ctr
+  sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --channels 1,2,4,8,auto --compare`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if o.Size, err = bench.ParseSize(size); err != nil {
@@ -360,6 +361,17 @@ func newBenchTransferCmd() *cobra.Command {
 			}
 			if len(o.Ciphers) > 0 && url != "" {
 				return errors.New("--ciphers registers its own systems: it needs the self-hosted bench, not --url")
+			}
+			if channels != "" {
+				if o.Channels, err = bench.ParseStreams(channels); err != nil {
+					return fmt.Errorf("--channels: %w", err)
+				}
+				switch {
+				case url != "":
+					return errors.New("--channels starts an sshapi per channel count: it needs the self-hosted bench, not --url")
+				case len(o.Ciphers) > 0:
+					return errors.New("--channels and --ciphers each replace the other runs: give one")
+				}
 			}
 			path := study.TransferPath{RTT: rtt}
 			if rate != "" {
@@ -397,10 +409,11 @@ func newBenchTransferCmd() *cobra.Command {
 	f.StringVar(&rate, "rate", "", "emulated bandwidth per direction, e.g. 1gbit")
 	f.BoolVar(&o.Compare, "compare", false, "measure OpenSSH sftp put/get and scp -3 beside sshapi")
 	f.StringVar(&ciphers, "ciphers", "", "instead of the runs above, upload and download once per SSH cipher (comma-separated), sshapi limited to it beside OpenSSH sftp -c with --compare")
+	f.StringVar(&channels, "channels", "", "instead of the runs above, upload and download once per SFTP channel count (e.g. 1,2,4,8,auto), each through a fresh sshapi set to that count, beside sftp put/get with --compare")
 	f.StringVar(&o.Verify, "verify", "sha256", "system-to-system verification: none, size, sha256")
 	f.StringVar(&jsonOut, "json", "", "write the runs to this JSON file")
 	f.StringVar(&mdOut, "markdown", "", "write the Markdown tables to this file")
-	f.StringVar(&plots, "plots", "", "write transfer-streams.png into this directory")
+	f.StringVar(&plots, "plots", "", "write transfer-streams.png (or transfer-channels.png) into this directory")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }

@@ -10,21 +10,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/bench"
 	"github.com/sshapi/sshapi/internal/config"
 	"github.com/sshapi/sshapi/internal/service"
-	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
 // Options configure a study run. Zero values take the defaults noted.
@@ -97,51 +93,26 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	o.defaults()
 	started := time.Now()
 	loadStart := loadAverage()
-	srv, err := sshtest.Start(ctx, sshtest.Options{ExtraConfig: o.SSHDConfig})
+	l, err := startLab(ctx, o.SSHDConfig)
 	if err != nil {
-		return nil, fmt.Errorf("start sshd: %w", err)
+		return nil, err
 	}
-	defer srv.Close()
-
-	lsDir, err := makeListDir(srv, o.LsFiles)
+	defer l.Close()
+	lsDir, err := makeListDir(l, fmt.Sprintf("bench-ls-%d", o.LsFiles), o.LsFiles)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(lsDir)
-
-	tmp, err := os.MkdirTemp("", "sshapi-study-")
+	api, stop, err := l.service(ctx, "data", config.Default(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("temp dir: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	cfg := config.Default()
-	cfg.DataDir, cfg.Addr, cfg.LogLevel = filepath.Join(tmp, "data"), "127.0.0.1:0", "error"
-	svc, err := service.New(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	if err != nil {
-		return nil, fmt.Errorf("sshapi service: %w", err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start sshapi: %w", err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = svc.Stop(sctx)
-	}()
-	sec, err := service.TokenSecret(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("dev secret: %w", err)
-	}
-	tok, err := auth.IssueHS256(sec, "bench", 24*time.Hour, time.Now())
-	if err != nil {
-		return nil, fmt.Errorf("token: %w", err)
-	}
-	api := &bench.API{BaseURL: "http://" + svc.Addr(), Token: tok}
-	const system = "bench"
-	if err := Register(ctx, api, system, srv); err != nil {
 		return nil, err
 	}
-	ep, err := bench.WriteSSHFiles(tmp, bench.SSHEndpoint{Host: srv.Host, Port: srv.Port, User: srv.User, HostKey: srv.AuthorizedHostKey()}, srv.PrivateKeyPEM)
+	defer stop()
+	const system = "bench"
+	if err := l.register(ctx, api, system, l.srv.Host, l.srv.Port, nil); err != nil {
+		return nil, err
+	}
+	ep, err := l.sshEndpoint("ssh", l.srv.Host, l.srv.Port)
 	if err != nil {
 		return nil, err
 	}
@@ -204,37 +175,20 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Register creates system id for srv through the API and stores srv's key as the credential.
-func Register(ctx context.Context, api *bench.API, id string, srv *sshtest.Server) error {
-	if err := api.Call(ctx, "POST", "/v1/systems", map[string]any{"id": id, "host": srv.Host, "port": srv.Port, "host_keys": []string{srv.AuthorizedHostKey()}}, 201, nil); err != nil {
-		return fmt.Errorf("register system: %w", err)
-	}
-	if err := api.Call(ctx, "PUT", "/v1/systems/"+id+"/credential", map[string]any{"username": srv.User, "private_key": string(srv.PrivateKeyPEM)}, 200, nil); err != nil {
-		return fmt.Errorf("store credential: %w", err)
-	}
-	return nil
-}
-
-// makeListDir creates the directory bench-ls-<n> of n empty files in the remote user's home
-// (where remote commands start, so `ls bench-ls-<n>` lists it).
-func makeListDir(srv *sshtest.Server, n int) (string, error) {
-	dir := filepath.Join(srv.Home, fmt.Sprintf("bench-ls-%d", n))
-	_ = os.RemoveAll(dir)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", fmt.Errorf("list dir: %w", err)
+// makeListDir creates the directory name of n empty files in the remote user's home (where
+// remote commands start, so `ls name` lists it).
+func makeListDir(l *lab, name string, n int) (string, error) {
+	dir, err := l.userDir(name)
+	if err != nil {
+		return "", err
 	}
 	for i := range n {
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("f%05d", i)))
 		if err != nil {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir)
 			return "", fmt.Errorf("list dir: %w", err)
 		}
-		f.Close()
-	}
-	if u, err := user.Lookup(srv.User); err == nil {
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		_ = os.Chown(dir, uid, gid)
+		_ = f.Close()
 	}
 	return dir, nil
 }
