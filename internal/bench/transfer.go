@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -241,11 +239,7 @@ func cipherLabel(c string) string {
 }
 
 func contentPath(system, p string) string {
-	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	return "/v1/systems/" + url.PathEscape(system) + "/content/" + strings.Join(segs, "/")
+	return "/v1/systems/" + url.PathEscape(system) + "/content" + escapePath(p)
 }
 
 func (b *TransferBench) do(ctx context.Context, method, path string, body io.Reader, size int64) (*http.Response, error) {
@@ -392,109 +386,6 @@ func (b *TransferBench) parallelGet(ctx context.Context, src string, n int) erro
 	return errors.Join(errs...)
 }
 
-// selfCPU is the user+system CPU seconds of this process and its waited-for children.
-func selfCPU() float64 {
-	var s, c syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &s)
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &c)
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(s.Utime) + tv(s.Stime) + tv(c.Utime) + tv(c.Stime)
-}
-
-// procTicks reads utime+stime (clock ticks of 1/100 s) of every process in the trees rooted at
-// pids, roots included.
-func procTicks(pids []int) map[int]float64 {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	parent, ticks := map[int]int{}, map[int]float64{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:])) // state ppid ... utime(12) stime(13)
-		if len(f) < 13 {
-			continue
-		}
-		parent[p], _ = strconv.Atoi(f[1])
-		u, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		ticks[p] = u + st
-	}
-	in := map[int]bool{}
-	for _, p := range pids {
-		in[p] = true
-	}
-	out := map[int]float64{}
-	for p, t := range ticks {
-		for q, hops := p, 0; q > 1 && hops < 64; q, hops = parent[q], hops+1 {
-			if in[q] {
-				out[p] = t
-				break
-			}
-		}
-	}
-	return out
-}
-
-// cpuMeter follows the CPU of the sshd process trees while a run lasts. Session processes
-// come and go (and their time does not reliably reach the master's cutime), so it samples every
-// process of the trees every 100 ms and keeps the last value seen per process: a process that
-// lived less than a sample interval is missed, so the total is a lower bound.
-type cpuMeter struct {
-	pids []int
-	stop chan struct{}
-	done chan struct{}
-	base map[int]float64
-	last map[int]float64
-}
-
-func startCPUMeter(pids []int) *cpuMeter {
-	m := &cpuMeter{pids: pids, stop: make(chan struct{}), done: make(chan struct{}), base: procTicks(pids), last: map[int]float64{}}
-	go func() {
-		defer close(m.done)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			m.sample()
-			select {
-			case <-m.stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return m
-}
-
-func (m *cpuMeter) sample() {
-	for p, t := range procTicks(m.pids) {
-		m.last[p] = t
-	}
-}
-
-// Stop ends the sampling and returns the CPU seconds used since the start.
-func (m *cpuMeter) Stop() float64 {
-	close(m.stop)
-	<-m.done
-	m.sample()
-	var total float64
-	for p, t := range m.last {
-		total += max(t-m.base[p], 0)
-	}
-	return total / 100
-}
-
 // ParseStreams parses "1,2,4,auto" (auto = 0) into stream counts.
 func ParseStreams(s string) ([]int, error) {
 	var out []int
@@ -538,12 +429,5 @@ func ParseSize(s string) (int64, error) {
 
 // WriteJSON writes the report to path.
 func (r *TransferReport) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	return nil
+	return writeJSON(path, r)
 }

@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// selfCPU is the user+system CPU seconds of this process and its waited-for children.
+func selfCPU() float64 {
+	var s, c syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &s)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &c)
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(s.Utime) + tv(s.Stime) + tv(c.Utime) + tv(c.Stime)
+}
+
+// procTime is one process's CPU in clock ticks (1/100 s): its own user+system time plus that
+// of its children it has waited for, and its parent.
+type procTime struct {
+	ticks float64
+	ppid  int
+}
+
+// procTicks reads every process in the trees rooted at pids, roots included.
+func procTicks(pids []int) map[int]procTime {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	all := map[int]procTime{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:])) // state ppid ... utime(12) stime(13) cutime(14) cstime(15)
+		if len(f) < 15 {
+			continue
+		}
+		var t procTime
+		t.ppid, _ = strconv.Atoi(f[1])
+		for _, k := range f[11:15] {
+			v, _ := strconv.ParseFloat(k, 64)
+			t.ticks += v
+		}
+		all[p] = t
+	}
+	in := map[int]bool{}
+	for _, p := range pids {
+		in[p] = true
+	}
+	out := map[int]procTime{}
+	for p, t := range all {
+		for q, hops := p, 0; q > 1 && hops < 64; q, hops = all[q].ppid, hops+1 {
+			if in[q] {
+				out[p] = t
+				break
+			}
+		}
+	}
+	return out
+}
+
+// cpuMeter follows the CPU of the sshd process trees while a run lasts. Session processes come
+// and go, so it samples every process of the trees every 100 ms and keeps the last value seen
+// per process, its own time plus its waited-for children's. A process that ended was waited for
+// by its parent in the tree (sshd waits for its sessions, a session for its commands), whose
+// children's time then holds all of it: its last seen value is taken off again so it counts
+// once. So processes shorter than a sample interval are counted through their parents; only a
+// process nobody in the tree waited for is missed.
+type cpuMeter struct {
+	pids []int
+	stop chan struct{}
+	done chan struct{}
+	base map[int]procTime
+	last map[int]procTime
+}
+
+func startCPUMeter(pids []int) *cpuMeter {
+	m := &cpuMeter{pids: pids, stop: make(chan struct{}), done: make(chan struct{}), base: procTicks(pids), last: map[int]procTime{}}
+	go func() {
+		defer close(m.done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			m.sample()
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return m
+}
+
+// sample records the trees' processes and returns those it saw.
+func (m *cpuMeter) sample() map[int]procTime {
+	now := procTicks(m.pids)
+	for p, t := range now {
+		m.last[p] = t
+	}
+	return now
+}
+
+// Stop ends the sampling and returns the CPU seconds used since the start.
+func (m *cpuMeter) Stop() float64 {
+	close(m.stop)
+	<-m.done
+	alive := m.sample()
+	var total float64
+	for p, t := range m.last {
+		total += t.ticks - m.base[p].ticks
+		if _, ok := alive[p]; !ok {
+			if _, waited := m.last[t.ppid]; waited {
+				total -= t.ticks // its parent's children's time holds it
+			}
+		}
+	}
+	return max(total, 0) / 100
+}
