@@ -17,11 +17,11 @@ func selfCPU() float64 {
 	return tv(s.Utime) + tv(s.Stime) + tv(c.Utime) + tv(c.Stime)
 }
 
-// procTime is one process's CPU in clock ticks (1/100 s): its own user+system time plus that
-// of its children it has waited for, and its parent.
+// procTime is one process's CPU in clock ticks (1/100 s): its own user+system time, that of
+// the children it has waited for, and its parent.
 type procTime struct {
-	ticks float64
-	ppid  int
+	self, children float64
+	ppid           int
 }
 
 // procTicks reads every process in the trees rooted at pids, roots included.
@@ -48,12 +48,12 @@ func procTicks(pids []int) map[int]procTime {
 		if len(f) < 15 {
 			continue
 		}
-		var t procTime
-		t.ppid, _ = strconv.Atoi(f[1])
-		for _, k := range f[11:15] {
-			v, _ := strconv.ParseFloat(k, 64)
-			t.ticks += v
+		var v [4]float64
+		for i, k := range f[11:15] {
+			v[i], _ = strconv.ParseFloat(k, 64)
 		}
+		t := procTime{self: v[0] + v[1], children: v[2] + v[3]}
+		t.ppid, _ = strconv.Atoi(f[1])
 		all[p] = t
 	}
 	in := map[int]bool{}
@@ -74,11 +74,12 @@ func procTicks(pids []int) map[int]procTime {
 
 // cpuMeter follows the CPU of the sshd process trees while a run lasts. Session processes come
 // and go, so it samples every process of the trees every 100 ms and keeps the last value seen
-// per process, its own time plus its waited-for children's. A process that ended was waited for
-// by its parent in the tree (sshd waits for its sessions, a session for its commands), whose
-// children's time then holds all of it: its last seen value is taken off again so it counts
-// once. So processes shorter than a sample interval are counted through their parents; only a
-// process nobody in the tree waited for is missed.
+// per process, its own time plus its waited-for children's. A process that ended and was waited
+// for by its parent in the tree (sshd waits for its sessions, a session for its commands) is in
+// that parent's children's time in full, so what was seen of it is taken off again, up to what
+// the parent's children's time grew by (a child nobody waited for is not in it). So processes
+// shorter than a sample interval count through their parents; only the unseen part of a process
+// nobody in the tree waited for is missed.
 type cpuMeter struct {
 	pids []int
 	stop chan struct{}
@@ -120,13 +121,19 @@ func (m *cpuMeter) Stop() float64 {
 	<-m.done
 	alive := m.sample()
 	var total float64
+	ended := map[int]float64{} // per parent: the last seen time of its children that ended
 	for p, t := range m.last {
-		total += t.ticks - m.base[p].ticks
+		b := m.base[p]
+		total += t.self + t.children - b.self - b.children
 		if _, ok := alive[p]; !ok {
-			if _, waited := m.last[t.ppid]; waited {
-				total -= t.ticks // its parent's children's time holds it
+			if _, inTree := m.last[t.ppid]; inTree {
+				ended[t.ppid] += t.self + t.children
 			}
 		}
+	}
+	for q, seen := range ended {
+		grown := m.last[q].children - m.base[q].children
+		total -= min(seen, max(grown, 0))
 	}
 	return max(total, 0) / 100
 }

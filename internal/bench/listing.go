@@ -45,7 +45,7 @@ type ListingRun struct {
 	P99 float64 `json:"p99_ms"`
 	// CPUMs is the bench process's user+system CPU (sshapi when self-hosted, the load
 	// generator, the OpenSSH clients) per successful listing, in milliseconds; SSHDCPUMs that of
-	// the sshd process tree, sampled from /proc (a lower bound).
+	// the sshd process tree, sampled from /proc (see cpuMeter).
 	CPUMs     float64 `json:"cpu_ms_per_listing"`
 	SSHDCPUMs float64 `json:"sshd_cpu_ms_per_listing,omitempty"`
 	// Error is the first failure's message.
@@ -126,6 +126,21 @@ func ListingCommands(dir string) map[string]string {
 	}
 }
 
+// MuxListingTargets opens one ControlMaster connection to e and returns the OpenSSH listing
+// targets of dir over it (PeerMuxFind, PeerMuxLsLa) and the function that closes it.
+func MuxListingTargets(ctx context.Context, e SSHEndpoint, dir string) ([]ListingTarget, func() error, error) {
+	mux := NewMux(e, 1)
+	if err := mux.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	cmds := ListingCommands(dir)
+	var out []ListingTarget
+	for _, p := range []string{PeerMuxFind, PeerMuxLsLa} {
+		out = append(out, ListingTarget{Name: p, Op: mux.Op(cmds[p])})
+	}
+	return out, mux.Stop, nil
+}
+
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // ListingBench lists one directory through each target at each concurrency, targets
@@ -136,8 +151,8 @@ type ListingBench struct {
 	Entries int
 	// Concurrency levels (default 1 and 50).
 	Concurrency []int
-	// Listings per run (default 40); at concurrency c at least 4c.
-	Listings int
+	// Listings per run (default 40); at concurrency c at least Rounds × c (Rounds default 4).
+	Listings, Rounds int
 	// Warmup listings (8 at a time, unmeasured) before a target's first run (default 8).
 	Warmup int
 	// Timeout bounds one listing (default 60s).
@@ -162,6 +177,9 @@ func (b *ListingBench) Run(ctx context.Context) error {
 	if b.Listings <= 0 {
 		b.Listings = 40
 	}
+	if b.Rounds <= 0 {
+		b.Rounds = 4
+	}
 	if b.Warmup <= 0 {
 		b.Warmup = 8
 	}
@@ -182,9 +200,9 @@ func (b *ListingBench) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// measure runs max(Listings, 4c) listings of t, c at a time, and records the run.
+// measure runs max(Listings, Rounds × c) listings of t, c at a time, and records the run.
 func (b *ListingBench) measure(ctx context.Context, t ListingTarget, c int) {
-	n := max(b.Listings, 4*c)
+	n := max(b.Listings, b.Rounds*c)
 	cpu0 := selfCPU()
 	var meter *cpuMeter
 	if len(b.SSHDPIDs) > 0 {

@@ -58,8 +58,8 @@ type TransferRun struct {
 	MBps    float64 `json:"mb_per_s"`
 	// CPUSeconds is the user+system CPU of the bench process and its waited-for children (the
 	// in-process sshapi service, the OpenSSH clients); SSHDCPUSeconds that of the sshd process
-	// tree, sampled from /proc every 100 ms (a lower bound: processes shorter than that are
-	// missed).
+	// tree, sampled from /proc every 100 ms with the children each process waited for (see
+	// cpuMeter).
 	CPUSeconds     float64 `json:"cpu_s"`
 	SSHDCPUSeconds float64 `json:"sshd_cpu_s,omitempty"`
 	// Error is why the run failed ("" if it did not).

@@ -182,12 +182,6 @@ func (r *TransferReport) WritePlots(dir string) ([]string, error) {
 	}
 	var plots []*plot.Plot
 	for _, path := range r.Paths() {
-		p := plot.New()
-		p.Title.Text = path
-		p.X.Label.Text = "streams (sshapi) / connections (sftp)"
-		p.Y.Label.Text = "MB/s"
-		p.Y.Min = 0
-		p.Legend.Top, p.Legend.Left = true, true
 		lines := map[string]plotter.XYs{}
 		order := []string{}
 		add := func(name string, x, y float64) {
@@ -223,7 +217,8 @@ func (r *TransferReport) WritePlots(dir string) ([]string, error) {
 		if len(order) == 0 {
 			continue
 		}
-		if err := addLines(p, order, lines); err != nil {
+		p, err := mbpsPlot(path, "streams (sshapi) / connections (sftp)", order, lines)
+		if err != nil {
 			return nil, err
 		}
 		plots = append(plots, p)
@@ -287,13 +282,8 @@ func (r *TransferReport) writeChannelPlot(dir string) (string, error) {
 			order = append(order, "emulated link")
 			lines["emulated link"] = plotter.XYs{{X: 1, Y: link}, {X: maxX, Y: link}}
 		}
-		p := plot.New()
-		p.Title.Text = path
-		p.X.Label.Text = "SFTP channels per transfer (sshapi)"
-		p.Y.Label.Text = "MB/s"
-		p.Y.Min = 0
-		p.Legend.Top, p.Legend.Left = true, true
-		if err := addLines(p, order, lines); err != nil {
+		p, err := mbpsPlot(path, "SFTP channels per transfer (sshapi)", order, lines)
+		if err != nil {
 			return "", err
 		}
 		plots = append(plots, p)
@@ -308,19 +298,25 @@ func (r *TransferReport) writeChannelPlot(dir string) (string, error) {
 	return name, nil
 }
 
-// addLines draws lines[name] for each name in order (points sorted by x) into p, each in its
-// own colour and marker, with a legend entry.
-func addLines(p *plot.Plot, order []string, lines map[string]plotter.XYs) error {
+// mbpsPlot is a panel titled title of MB/s over xLabel: lines[name] for each name in order
+// (points sorted by x), each in its own colour and marker, with a legend entry.
+func mbpsPlot(title, xLabel string, order []string, lines map[string]plotter.XYs) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = "MB/s"
+	p.Y.Min = 0
+	p.Legend.Top, p.Legend.Left = true, true
 	for i, name := range order {
 		xys := lines[name]
 		slices.SortFunc(xys, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
 		l, pts, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return fmt.Errorf("plot: %w", err)
+			return nil, fmt.Errorf("plot: %w", err)
 		}
 		l.Color, pts.Color, pts.Shape = plotutil.Color(i), plotutil.Color(i), plotutil.Shape(i)
 		p.Add(l, pts)
 		p.Legend.Add(name, l, pts)
 	}
-	return nil
+	return p, nil
 }

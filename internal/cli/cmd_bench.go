@@ -281,10 +281,10 @@ func newBenchSessionsCmd() *cobra.Command {
 
 func newBenchPaperCmd() *cobra.Command {
 	var o study.Options
-	var rates, compare, transferSize string
+	var rates, compare, transferSize, channels string
 	cmd := &cobra.Command{
 		Use:   "paper",
-		Short: "Reproduce the SSH-API study's load test on this machine: throwaway stock sshd + sshapi, sweep, burst, sessions; writes docs/benchmarks.md and plots (needs root)",
+		Short: "Reproduce the SSH-API study's load test on this machine: throwaway stock sshd + sshapi, sweep, burst, sessions, transfers, listing; writes docs/benchmarks.md and plots (needs root)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if o.Rates, err = parseRates(rates); err != nil {
@@ -299,6 +299,12 @@ func newBenchPaperCmd() *cobra.Command {
 			if transferSize != "none" {
 				if o.TransferSize, err = bench.ParseSize(transferSize); err != nil {
 					return fmt.Errorf("--transfer-size: %w", err)
+				}
+			}
+			o.Channels = []int{}
+			if channels != "none" {
+				if o.Channels, err = bench.ParseStreams(channels); err != nil {
+					return fmt.Errorf("--channels: %w", err)
 				}
 			}
 			o.Progress = cmd.ErrOrStderr()
@@ -327,6 +333,8 @@ func newBenchPaperCmd() *cobra.Command {
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "per-request timeout")
 	f.DurationVar(&o.Drain, "drain", 5*time.Second, "how long stragglers may finish after a rate's window")
 	f.StringVar(&transferSize, "transfer-size", "256MiB", "file size of the transfer section (loopback and 1 Gbit/s × 50 ms, beside sftp and scp -3); 1GiB for the full run, none skips")
+	f.StringVar(&channels, "channels", "1,2,4,8,auto", "SFTP channel counts of the transfer section's API downloads and uploads at 1 Gbit/s × 50 ms; none skips")
+	f.IntVar(&o.ListEntries, "list-entries", 10_000, "entries of the directory the listing section lists through the API and OpenSSH at 1 and 50 at once (-1 skips)")
 	return cmd
 }
 
@@ -442,7 +450,14 @@ func remoteTransfer(ctx context.Context, url, token, system, remoteDir string, o
 	return rep, tb.Run(ctx, nil, nil)
 }
 
-func writeTransfer(rep *bench.TransferReport, stdout io.Writer, jsonOut, mdOut, plots string) error {
+// tables is a bench report that renders Markdown tables and saves itself as JSON.
+type tables interface {
+	WriteMarkdown(w io.Writer) error
+	WriteJSON(path string) error
+}
+
+// writeTables writes rep's tables to stdout and, when asked, to the JSON and Markdown files.
+func writeTables(rep tables, stdout io.Writer, jsonOut, mdOut string) error {
 	if err := rep.WriteMarkdown(stdout); err != nil {
 		return err
 	}
@@ -459,6 +474,13 @@ func writeTransfer(rep *bench.TransferReport, stdout io.Writer, jsonOut, mdOut, 
 		if err := errors.Join(rep.WriteMarkdown(f), f.Close()); err != nil {
 			return fmt.Errorf("--markdown: %w", err)
 		}
+	}
+	return nil
+}
+
+func writeTransfer(rep *bench.TransferReport, stdout io.Writer, jsonOut, mdOut, plots string) error {
+	if err := writeTables(rep, stdout, jsonOut, mdOut); err != nil {
+		return err
 	}
 	if plots != "" {
 		names, err := rep.WritePlots(plots)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -33,8 +32,11 @@ func newBenchListingCmd() *cobra.Command {
       --ssh-host-key "$(ssh-keyscan -t ed25519 hpc | cut -d' ' -f2-)"`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Concurrency, err = bench.ParseStreams(concurrency); err != nil || len(o.Concurrency) == 0 || slices.Contains(o.Concurrency, 0) {
-				return fmt.Errorf("--concurrency: want counts 1-64: %v", err)
+			if o.Concurrency, err = bench.ParseStreams(concurrency); err != nil {
+				return fmt.Errorf("--concurrency: %w", err)
+			}
+			if len(o.Concurrency) == 0 || slices.Contains(o.Concurrency, 0) {
+				return fmt.Errorf("--concurrency %q: want counts 1-64", concurrency)
 			}
 			if o.Entries < 1 || o.Entries > maxListEntries {
 				return fmt.Errorf("--entries: want 1-%d", maxListEntries)
@@ -53,7 +55,7 @@ func newBenchListingCmd() *cobra.Command {
 			if rep == nil || len(rep.Runs) == 0 {
 				return err
 			}
-			return errors.Join(err, writeListing(rep, cmd.OutOrStdout(), jsonOut, mdOut))
+			return errors.Join(err, writeTables(rep, cmd.OutOrStdout(), jsonOut, mdOut))
 		},
 	}
 	f := cmd.Flags()
@@ -96,41 +98,17 @@ func remoteListing(ctx context.Context, b *benchOptions, dir string, o study.Lis
 	limit := max(1, min(total, maxListEntries))
 	targets := []bench.ListingTarget{{Name: bench.BaselineTarget, Op: t.API.APIListOp(t.System, dir, limit)}}
 	if b.ssh != "" {
-		mux := bench.NewMux(t.Endpoint, 1)
-		if err := mux.Start(ctx); err != nil {
+		peers, stopMux, err := bench.MuxListingTargets(ctx, t.Endpoint, dir)
+		if err != nil {
 			return nil, err
 		}
-		defer mux.Stop()
-		cmds := bench.ListingCommands(dir)
-		for _, p := range []string{bench.PeerMuxFind, bench.PeerMuxLsLa} {
-			targets = append(targets, bench.ListingTarget{Name: p, Op: mux.Op(cmds[p])})
-		}
+		defer stopMux()
+		targets = append(targets, peers...)
 	}
 	rep := &bench.ListingReport{Meta: study.Machine(ctx)}
 	rep.Meta.Started, rep.Meta.Runs = time.Now(), 1
 	lb := &bench.ListingBench{Targets: targets, Entries: total, Concurrency: o.Concurrency, Listings: o.Listings, Progress: o.Progress, Report: rep}
 	err = lb.Run(ctx)
-	rep.Meta.Notes = study.ListingNotes(dir, lb.Listings, "")
+	rep.Meta.Notes = study.ListingNotes(dir, lb.Listings, lb.Rounds, "")
 	return rep, err
-}
-
-func writeListing(rep *bench.ListingReport, stdout io.Writer, jsonOut, mdOut string) error {
-	if err := rep.WriteMarkdown(stdout); err != nil {
-		return err
-	}
-	if jsonOut != "" {
-		if err := rep.WriteJSON(jsonOut); err != nil {
-			return err
-		}
-	}
-	if mdOut != "" {
-		f, err := os.Create(mdOut)
-		if err != nil {
-			return fmt.Errorf("--markdown: %w", err)
-		}
-		if err := errors.Join(rep.WriteMarkdown(f), f.Close()); err != nil {
-			return fmt.Errorf("--markdown: %w", err)
-		}
-	}
-	return nil
 }

@@ -20,10 +20,11 @@ import (
 
 // lab is the setting every self-hosted bench runs in: a throwaway OpenSSH sshd on loopback and
 // a local scratch directory for sshapi's data and the OpenSSH clients' key files. Close stops
-// the sshd and removes the scratch directory.
+// the sshd and removes the scratch directory and the directories userDir made.
 type lab struct {
-	srv *sshtest.Server
-	tmp string
+	srv  *sshtest.Server
+	tmp  string
+	dirs []string
 }
 
 // startLab starts the sshd with sshdConfig appended to its stock configuration.
@@ -40,8 +41,32 @@ func startLab(ctx context.Context, sshdConfig string) (*lab, error) {
 	return &lab{srv: srv, tmp: tmp}, nil
 }
 
-// Close stops the sshd and removes the scratch directory.
+// startListLab starts a lab and creates the directory name of n empty files in the remote
+// user's home (where remote commands start, so `ls name` lists it).
+func startListLab(ctx context.Context, sshdConfig, name string, n int) (*lab, string, error) {
+	l, err := startLab(ctx, sshdConfig)
+	if err != nil {
+		return nil, "", err
+	}
+	dir, err := l.userDir(name)
+	for i := 0; err == nil && i < n; i++ {
+		var f *os.File
+		if f, err = os.Create(filepath.Join(dir, fmt.Sprintf("f%05d", i))); err == nil {
+			err = f.Close()
+		}
+	}
+	if err != nil {
+		l.Close()
+		return nil, "", fmt.Errorf("list dir: %w", err)
+	}
+	return l, dir, nil
+}
+
+// Close stops the sshd and removes the scratch directory and the user's bench directories.
 func (l *lab) Close() {
+	for _, d := range l.dirs {
+		_ = os.RemoveAll(d)
+	}
 	_ = os.RemoveAll(l.tmp)
 	_ = l.srv.Close()
 }
@@ -79,6 +104,23 @@ func (l *lab) service(ctx context.Context, name string, cfg config.Config, h slo
 	return &bench.API{BaseURL: "http://" + svc.Addr(), Token: tok}, stop, nil
 }
 
+// benchSystem is the system id under which system registers the lab's sshd.
+const benchSystem = "bench"
+
+// system starts a service with cfg (data under name) and registers the sshd with it, directly,
+// as benchSystem; it returns the client and the function that stops the service.
+func (l *lab) system(ctx context.Context, name string, cfg config.Config) (*bench.API, func(), error) {
+	api, stop, err := l.service(ctx, name, cfg, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := l.register(ctx, api, benchSystem, l.srv.Host, l.srv.Port, nil); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return api, stop, nil
+}
+
 // envConfig is sshapi's defaults overlaid with SSHAPI_* environment variables (and
 // SSHAPI_CONFIG), so a self-hosted bench can vary a setting.
 func envConfig() (config.Config, error) {
@@ -89,19 +131,19 @@ func envConfig() (config.Config, error) {
 	return cfg, nil
 }
 
-// userDir creates the directory name in the remote user's home (replacing a leftover of an
-// earlier run), owned by that user, and returns its path.
+// userDir creates the directory name (one path element) in the remote user's home, replacing
+// a leftover of an earlier run, owned by that user; Close removes it.
 func (l *lab) userDir(name string) (string, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return "", fmt.Errorf("remote dir %q: want one path element", name)
+	}
 	dir := filepath.Join(l.srv.Home, name)
 	_ = os.RemoveAll(dir)
+	l.dirs = append(l.dirs, dir)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", fmt.Errorf("remote dir: %w", err)
 	}
-	if err := l.chown(dir); err != nil {
-		_ = os.RemoveAll(dir)
-		return "", err
-	}
-	return dir, nil
+	return dir, l.chown(dir)
 }
 
 // chown gives path to the remote user.

@@ -53,6 +53,12 @@ type Options struct {
 	// TransferSize is the file the transfer section moves (0 skips the section; `bench paper`
 	// defaults to 256 MiB).
 	TransferSize int64
+	// Channels are the SFTP channel counts of the transfer section's API downloads and uploads
+	// at 1 Gbit/s × 50 ms (0 = automatic; nil = 1, 2, 4, 8, automatic; empty skips them).
+	Channels []int
+	// ListEntries is the directory size of the listing section (default 10,000; negative
+	// skips it).
+	ListEntries int
 }
 
 func (o *Options) defaults() {
@@ -86,6 +92,12 @@ func (o *Options) defaults() {
 	if o.MaxInFlight == 0 {
 		o.MaxInFlight = 256
 	}
+	if o.Channels == nil {
+		o.Channels = []int{1, 2, 4, 8, 0}
+	}
+	if o.ListEntries == 0 {
+		o.ListEntries = 10_000
+	}
 }
 
 // Run performs the study and writes its outputs; it returns the report.
@@ -93,31 +105,22 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	o.defaults()
 	started := time.Now()
 	loadStart := loadAverage()
-	l, err := startLab(ctx, o.SSHDConfig)
+	l, lsDir, err := startListLab(ctx, o.SSHDConfig, fmt.Sprintf("bench-ls-%d", o.LsFiles), o.LsFiles)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
-	lsDir, err := makeListDir(l, fmt.Sprintf("bench-ls-%d", o.LsFiles), o.LsFiles)
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(lsDir)
-	api, stop, err := l.service(ctx, "data", config.Default(), nil)
+	api, stop, err := l.system(ctx, "data", config.Default())
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
-	const system = "bench"
-	if err := l.register(ctx, api, system, l.srv.Host, l.srv.Port, nil); err != nil {
-		return nil, err
-	}
 	ep, err := l.sshEndpoint("ssh", l.srv.Host, l.srv.Port)
 	if err != nil {
 		return nil, err
 	}
 
-	targets := &bench.Targets{API: api, System: system, Endpoint: ep, Peers: o.Peers, Python: o.Python, PeersDir: o.PeersDir}
+	targets := &bench.Targets{API: api, System: benchSystem, Endpoint: ep, Peers: o.Peers, Python: o.Python, PeersDir: o.PeersDir}
 	if err := targets.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -154,15 +157,28 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 			return report, err
 		}
 	}
-	var transfers *bench.TransferReport
+	var extra Sections
 	if o.TransferSize > 0 {
 		var err error
-		if transfers, err = RunTransfer(ctx, PaperTransferOptions(o.TransferSize, o.Progress)); err != nil {
+		if extra.Transfers, err = RunTransfer(ctx, PaperTransferOptions(o.TransferSize, o.Progress)); err != nil {
 			return report, fmt.Errorf("transfers: %w", err)
+		}
+		if len(o.Channels) > 0 {
+			ch, err := RunTransfer(ctx, PaperChannelOptions(o.TransferSize, o.Channels, o.Progress))
+			if err != nil {
+				return report, fmt.Errorf("transfers per channel count: %w", err)
+			}
+			extra.Transfers.Runs = append(extra.Transfers.Runs, ch.Runs...)
+		}
+	}
+	if o.ListEntries > 0 {
+		var err error
+		if extra.Listing, err = RunListing(ctx, PaperListingOptions(o.ListEntries, o.Progress)); err != nil {
+			return report, fmt.Errorf("listing: %w", err)
 		}
 	}
 	report.Meta.Notes = append(report.Meta.Notes, fmt.Sprintf("1-minute load average of the machine when the run started: %s; when it ended: %s (anything above 0 beyond this run's own work means other processes shared the CPUs)", loadStart, loadAverage()))
-	if err := Write(report, o.Out, transfers); err != nil {
+	if err := Write(report, o.Out, extra); err != nil {
 		return report, err
 	}
 	return report, nil
@@ -173,24 +189,6 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
-}
-
-// makeListDir creates the directory name of n empty files in the remote user's home (where
-// remote commands start, so `ls name` lists it).
-func makeListDir(l *lab, name string, n int) (string, error) {
-	dir, err := l.userDir(name)
-	if err != nil {
-		return "", err
-	}
-	for i := range n {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("f%05d", i)))
-		if err != nil {
-			_ = os.RemoveAll(dir)
-			return "", fmt.Errorf("list dir: %w", err)
-		}
-		_ = f.Close()
-	}
-	return dir, nil
 }
 
 // Machine describes this machine and the SSH software for a report's Meta.

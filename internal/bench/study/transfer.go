@@ -3,7 +3,6 @@ package study
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -106,7 +105,6 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(remoteDir)
 	local := filepath.Join(l.tmp, "src.bin")
 	if err := randomFile(local, o.Size); err != nil {
 		return nil, err
@@ -145,7 +143,7 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 		"with a cipher: sshapi's system is registered with `ciphers: [that cipher]` (golang.org/x/crypto/ssh), OpenSSH runs `sftp -c` that cipher (OpenSSH's own implementation, usually OpenSSL's AES-NI code); the MAC is each side's default for the cipher (none for the AEAD ciphers)",
 		"per channel count: a fresh in-process sshapi for each count n with `http.stripe_max_channels: n` and striping forced (`stripe_min_rtt` 1 ns, an unbounded assumed link rate, `stripe_min_bytes` 1), so every upload and download uses n SFTP channels when the download budget and the pool allow; `auto` is sshapi's defaults (channels from the measured RTT, at most 8; none below 5 ms); the channels used are read from the service's log",
 		"OpenSSH peers: `sftp -b -` put / get to /dev/null, and `scp -3` relaying through this host, each a fresh process and connection over the same path (the same wanem proxies) as sshapi",
-		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms (a lower bound: a process shorter than that is missed)",
+		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms, each process with the children it waited for (so processes shorter than that count too)",
 		fmt.Sprintf("1-minute load average when the transfer runs started: %s; when they ended: %s", loadStart, loadAverage()),
 	}
 	return rep, nil
@@ -250,23 +248,16 @@ func TransferSection(w io.Writer, r *bench.TransferReport, imgs []string) error 
 	if r == nil || len(r.Runs) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	b.WriteString("## File transfers\n\nThroughput of moving one file through sshapi's HTTP API (upload, download, and a system-to-system transfer with n SFTP streams) beside OpenSSH's own clients over the same path. \"sshapi ÷ OpenSSH\" is sshapi's MB/s divided by the OpenSSH client's on the same path (above 1 means sshapi is faster).\n\n")
-	for _, n := range r.Meta.Notes {
-		fmt.Fprintf(&b, "- %s.\n", n)
-	}
-	b.WriteString("\n")
-	if err := r.WriteMarkdown(&b); err != nil {
-		return err
-	}
+	var figs strings.Builder
 	for _, img := range imgs {
-		fmt.Fprintf(&b, "![File transfer throughput per stream count](img/%s)\n\n*sshapi system-to-system MB/s per stream count used, scp -3 as a flat line.*\n\n", img)
+		alt, caption := "File transfer throughput per stream count", "sshapi system-to-system MB/s per stream count used, scp -3 as a flat line"
+		if strings.Contains(img, "channels") {
+			alt, caption = "API download and upload throughput per SFTP channel count", "sshapi's downloads and uploads through the HTTP API per SFTP channel count, OpenSSH sftp get and put and the emulated link as flat lines"
+		}
+		fmt.Fprintf(&figs, "![%s](img/%s)\n\n*%s.*\n\n", alt, img, caption)
 	}
-	_, err := io.WriteString(w, b.String())
-	if err != nil {
-		return fmt.Errorf("transfer section: %w", err)
-	}
-	return nil
+	return writeSection(w, "File transfers", "Throughput of moving one file through sshapi's HTTP API (upload, download, and a system-to-system transfer with n SFTP streams) beside OpenSSH's own clients over the same path. \"sshapi ÷ OpenSSH\" is sshapi's MB/s divided by the OpenSSH client's on the same path (above 1 means sshapi is faster). The last table sets the SFTP channels one download or upload through the API may stripe over (`http.stripe_max_channels`) on the long path, each count a fresh sshapi, against the emulated link's rate and OpenSSH `sftp` of the same file.",
+		r.Meta.Notes, r.WriteMarkdown, figs.String())
 }
 
 // PaperTransferOptions are the transfer runs of `bench paper`: a file of size bytes
@@ -277,22 +268,10 @@ func PaperTransferOptions(size int64, progress io.Writer) TransferOptions {
 		Paths: []TransferPath{{}, {RTT: 50 * time.Millisecond, Rate: 125_000_000}}}
 }
 
-// writeTransferOutputs adds tr's runs to benchmarks.json under "transfers" (beside the
-// study's meta and runs) and draws its figure; it returns the figure names.
-func writeTransferOutputs(report *bench.Report, tr *bench.TransferReport, out string) ([]string, error) {
-	if tr == nil || len(tr.Runs) == 0 {
-		return nil, nil
-	}
-	merged := struct {
-		*bench.Report
-		Transfers *bench.TransferReport `json:"transfers"`
-	}{report, tr}
-	b, err := json.MarshalIndent(merged, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode report: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(out, "benchmarks.json"), append(b, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("write report: %w", err)
-	}
-	return tr.WritePlots(filepath.Join(out, "img"))
+// PaperChannelOptions are the channel runs of `bench paper`: API downloads and uploads of a
+// file of size bytes through 1 Gbit/s × 50 ms wanem proxies at each channel count, beside
+// OpenSSH sftp get and put.
+func PaperChannelOptions(size int64, counts []int, progress io.Writer) TransferOptions {
+	return TransferOptions{Size: size, Channels: counts, Compare: true, Progress: progress,
+		Paths: []TransferPath{{RTT: 50 * time.Millisecond, Rate: 125_000_000}}}
 }
