@@ -286,13 +286,20 @@ func (r *TransferReport) writeChannelPlot(dir string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		top := link
+		for _, xys := range lines {
+			for _, xy := range xys {
+				top = max(top, xy.Y)
+			}
+		}
+		p.Y.Max = 1.6 * top // room for the legend above the lines
 		plots = append(plots, p)
 	}
 	if len(plots) == 0 {
 		return "", nil
 	}
 	const name = "transfer-channels.png"
-	if err := saveTiles(filepath.Join(dir, name), "Downloads and uploads through the API per SFTP channel count (MB/s, higher is better)", plots); err != nil {
+	if err := saveTiles(filepath.Join(dir, name), "API GET/PUT per SFTP channel count (MB/s)", plots); err != nil {
 		return "", err
 	}
 	return name, nil

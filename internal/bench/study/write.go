@@ -174,6 +174,8 @@ The best peer at a rate is the one with the fewest failures, then the lowest p99
 
 Longer windows: ` + "`./bin/sshapi bench paper --out docs --duration 60s`" + `. Against your own deployment:
 ` + "`sshapi bench commands --url URL --token T --system ID --rates 10,50,90 --compare all --ssh user@host:port --ssh-key FILE --ssh-host-key 'ssh-ed25519 AAAA…'`" + `.
+One section alone: ` + "`sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --channels 1,2,4,8,auto --compare`" + `,
+` + "`sshapi bench listing --entries 10000`" + `.
 `)
 	return nil
 }
