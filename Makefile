@@ -79,8 +79,10 @@ $(BENCH_VENV)/.deps-installed: bench/requirements.txt
 bench-locust-deps: bench-deps
 	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-locust.txt
 
-## paper: throwaway stock sshd + sshapi, the study's sweep beside the peers; writes
-## docs/benchmarks.md, docs/benchmarks.json and docs/img/ (root; about 11 minutes on 2 cores).
-## Longer windows: make paper PAPER_FLAGS='--duration 30s'; 1 GiB transfers: PAPER_FLAGS='--transfer-size 1GiB'.
+## paper: throwaway stock sshd + sshapi, the study's sweep beside the peers, file transfers, API
+## downloads/uploads per channel count and listing 10,000 entries; writes docs/benchmarks.md,
+## docs/benchmarks.json and docs/img/ (root; about 14 minutes on 2 cores).
+## Longer windows: make paper PAPER_FLAGS='--duration 30s'; 1 GiB transfers: PAPER_FLAGS='--transfer-size 1GiB';
+## without the channel and listing sections: PAPER_FLAGS='--channels none --list-entries -1'.
 paper: build bench-deps
 	./bin/sshapi bench paper --out docs $(PAPER_FLAGS)

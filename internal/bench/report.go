@@ -44,14 +44,7 @@ type Report struct {
 
 // WriteJSON writes the report to path.
 func (r *Report) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	return nil
+	return writeJSON(path, r)
 }
 
 // ReadJSON reads a report written by WriteJSON.

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -23,6 +21,11 @@ const (
 	TransferDownload    = "download"
 	TransferSystem      = "system-to-system"
 	TransferConnections = "connections"
+	// TransferUploadChannels and TransferDownloadChannels are uploads and downloads through the
+	// HTTP API with sshapi limited to a number of SFTP channels per transfer (striping), beside
+	// OpenSSH sftp put and get.
+	TransferUploadChannels   = "upload-channels"
+	TransferDownloadChannels = "download-channels"
 )
 
 // Transfer targets beside sshapi.
@@ -43,17 +46,20 @@ type TransferRun struct {
 	// Target is sshapi or a peer.
 	Target string `json:"target"`
 	// Streams is what was asked for (0 = automatic; for connections the number of parallel
-	// connections or streams); StreamsUsed what sshapi chose.
+	// connections or streams; for the channels scenarios the SFTP channels per transfer);
+	// StreamsUsed what sshapi chose.
 	Streams     int `json:"streams"`
 	StreamsUsed int `json:"streams_used"`
+	// LinkMBps is the emulated link's rate in 10^6 bytes/s per direction (0: not limited).
+	LinkMBps float64 `json:"link_mb_per_s,omitempty"`
 	// Bytes moved in Seconds (aggregate over all connections for the connections scenario).
 	Bytes   int64   `json:"bytes"`
 	Seconds float64 `json:"seconds"`
 	MBps    float64 `json:"mb_per_s"`
 	// CPUSeconds is the user+system CPU of the bench process and its waited-for children (the
 	// in-process sshapi service, the OpenSSH clients); SSHDCPUSeconds that of the sshd process
-	// tree, sampled from /proc every 100 ms (a lower bound: processes shorter than that are
-	// missed).
+	// tree, sampled from /proc every 100 ms with the children each process waited for (see
+	// cpuMeter).
 	CPUSeconds     float64 `json:"cpu_s"`
 	SSHDCPUSeconds float64 `json:"sshd_cpu_s,omitempty"`
 	// Error is why the run failed ("" if it did not).
@@ -99,6 +105,8 @@ type TransferBench struct {
 	// Remove deletes a remote file before it is written again (nil: uploads overwrite and
 	// system-to-system transfers are skipped when it is needed).
 	Remove func(path string) error
+	// LinkMBps is the path's emulated rate in 10^6 bytes/s (0: not limited), for the report.
+	LinkMBps float64
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
 	// Report receives the runs.
@@ -120,7 +128,7 @@ func (b *TransferBench) measure(scenario, target string, streams int, bytes int6
 	used, err := fn()
 	el := time.Since(start).Seconds()
 	r := TransferRun{Path: b.Path, Scenario: scenario, Cipher: b.Cipher, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
-		Seconds: el, CPUSeconds: selfCPU() - cpu0}
+		Seconds: el, CPUSeconds: selfCPU() - cpu0, LinkMBps: b.LinkMBps}
 	if meter != nil {
 		r.SSHDCPUSeconds = meter.Stop()
 	}
@@ -180,16 +188,43 @@ func (b *TransferBench) Run(ctx context.Context, streams, connections []int) err
 // put and get beside each. A failed run is recorded with its error; RunUpDown returns only ctx's
 // error.
 func (b *TransferBench) RunUpDown(ctx context.Context) error {
+	return b.upDown(ctx, TransferUpload, TransferDownload, 1, nil, true, b.Peers)
+}
+
+// RunChannels measures one upload and one download through sshapi, which the caller configured
+// for channels SFTP channels per transfer (0 = its automatic choice); used, called after each,
+// tells how many it used. A failed run is recorded with its error; RunChannels returns only
+// ctx's error.
+func (b *TransferBench) RunChannels(ctx context.Context, channels int, used func() int) error {
+	return b.upDown(ctx, TransferUploadChannels, TransferDownloadChannels, channels, used, true, false)
+}
+
+// RunChannelPeers measures OpenSSH sftp put and get of the same file, the runs the channel
+// counts of RunChannels are compared with.
+func (b *TransferBench) RunChannelPeers(ctx context.Context) error {
+	return b.upDown(ctx, TransferUploadChannels, TransferDownloadChannels, 1, nil, false, true)
+}
+
+// upDown uploads then downloads the file through sshapi (recorded as streams, with used's
+// answer as the streams used) and, with peers, through OpenSSH sftp beside each.
+func (b *TransferBench) upDown(ctx context.Context, up, down string, streams int, used func() int, sshapi, peers bool) error {
+	if used == nil {
+		used = func() int { return 1 }
+	}
 	src := b.remote("bench-src.bin")
-	b.measure(TransferUpload, BaselineTarget, 1, b.Size, func() (int, error) { return 1, b.upload(ctx, src) })
-	if b.Peers {
-		b.measure(TransferUpload, PeerSFTP, 1, b.Size, func() (int, error) {
+	if sshapi {
+		b.measure(up, BaselineTarget, streams, b.Size, func() (int, error) { err := b.upload(ctx, src); return used(), err })
+	}
+	if peers {
+		b.measure(up, PeerSFTP, 1, b.Size, func() (int, error) {
 			return 1, b.sftp(ctx, b.Src.SSH, fmt.Sprintf("put %s %s\n", b.Local, b.remote("bench-sftp.bin")))
 		})
 	}
-	b.measure(TransferDownload, BaselineTarget, 1, b.Size, func() (int, error) { return 1, b.download(ctx, src) })
-	if b.Peers {
-		b.measure(TransferDownload, PeerSFTP, 1, b.Size, func() (int, error) {
+	if sshapi {
+		b.measure(down, BaselineTarget, streams, b.Size, func() (int, error) { err := b.download(ctx, src); return used(), err })
+	}
+	if peers {
+		b.measure(down, PeerSFTP, 1, b.Size, func() (int, error) {
 			return 1, b.sftp(ctx, b.Src.SSH, fmt.Sprintf("get %s /dev/null\n", src))
 		})
 	}
@@ -204,11 +239,7 @@ func cipherLabel(c string) string {
 }
 
 func contentPath(system, p string) string {
-	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	return "/v1/systems/" + url.PathEscape(system) + "/content/" + strings.Join(segs, "/")
+	return "/v1/systems/" + url.PathEscape(system) + "/content" + escapePath(p)
 }
 
 func (b *TransferBench) do(ctx context.Context, method, path string, body io.Reader, size int64) (*http.Response, error) {
@@ -355,109 +386,6 @@ func (b *TransferBench) parallelGet(ctx context.Context, src string, n int) erro
 	return errors.Join(errs...)
 }
 
-// selfCPU is the user+system CPU seconds of this process and its waited-for children.
-func selfCPU() float64 {
-	var s, c syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &s)
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &c)
-	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(s.Utime) + tv(s.Stime) + tv(c.Utime) + tv(c.Stime)
-}
-
-// procTicks reads utime+stime (clock ticks of 1/100 s) of every process in the trees rooted at
-// pids, roots included.
-func procTicks(pids []int) map[int]float64 {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	parent, ticks := map[int]int{}, map[int]float64{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(stat), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:])) // state ppid ... utime(12) stime(13)
-		if len(f) < 13 {
-			continue
-		}
-		parent[p], _ = strconv.Atoi(f[1])
-		u, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		ticks[p] = u + st
-	}
-	in := map[int]bool{}
-	for _, p := range pids {
-		in[p] = true
-	}
-	out := map[int]float64{}
-	for p, t := range ticks {
-		for q, hops := p, 0; q > 1 && hops < 64; q, hops = parent[q], hops+1 {
-			if in[q] {
-				out[p] = t
-				break
-			}
-		}
-	}
-	return out
-}
-
-// cpuMeter follows the CPU of the sshd process trees while a run lasts. Session processes
-// come and go (and their time does not reliably reach the master's cutime), so it samples every
-// process of the trees every 100 ms and keeps the last value seen per process: a process that
-// lived less than a sample interval is missed, so the total is a lower bound.
-type cpuMeter struct {
-	pids []int
-	stop chan struct{}
-	done chan struct{}
-	base map[int]float64
-	last map[int]float64
-}
-
-func startCPUMeter(pids []int) *cpuMeter {
-	m := &cpuMeter{pids: pids, stop: make(chan struct{}), done: make(chan struct{}), base: procTicks(pids), last: map[int]float64{}}
-	go func() {
-		defer close(m.done)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			m.sample()
-			select {
-			case <-m.stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return m
-}
-
-func (m *cpuMeter) sample() {
-	for p, t := range procTicks(m.pids) {
-		m.last[p] = t
-	}
-}
-
-// Stop ends the sampling and returns the CPU seconds used since the start.
-func (m *cpuMeter) Stop() float64 {
-	close(m.stop)
-	<-m.done
-	m.sample()
-	var total float64
-	for p, t := range m.last {
-		total += max(t-m.base[p], 0)
-	}
-	return total / 100
-}
-
 // ParseStreams parses "1,2,4,auto" (auto = 0) into stream counts.
 func ParseStreams(s string) ([]int, error) {
 	var out []int
@@ -501,12 +429,5 @@ func ParseSize(s string) (int64, error) {
 
 // WriteJSON writes the report to path.
 func (r *TransferReport) WriteJSON(path string) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write report: %w", err)
-	}
-	return nil
+	return writeJSON(path, r)
 }

@@ -202,7 +202,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Load-test sshapi (open loop, latency from the scheduled send) beside OpenSSH and Python peers",
 	}
-	cmd.AddCommand(newBenchCommandsCmd(), newBenchBurstCmd(), newBenchSessionsCmd(), newBenchPaperCmd(), newBenchReportCmd(), newBenchTransferCmd())
+	cmd.AddCommand(newBenchCommandsCmd(), newBenchBurstCmd(), newBenchSessionsCmd(), newBenchPaperCmd(), newBenchReportCmd(), newBenchTransferCmd(), newBenchListingCmd())
 	return cmd
 }
 
@@ -281,10 +281,10 @@ func newBenchSessionsCmd() *cobra.Command {
 
 func newBenchPaperCmd() *cobra.Command {
 	var o study.Options
-	var rates, compare, transferSize string
+	var rates, compare, transferSize, channels string
 	cmd := &cobra.Command{
 		Use:   "paper",
-		Short: "Reproduce the SSH-API study's load test on this machine: throwaway stock sshd + sshapi, sweep, burst, sessions; writes docs/benchmarks.md and plots (needs root)",
+		Short: "Reproduce the SSH-API study's load test on this machine: throwaway stock sshd + sshapi, sweep, burst, sessions, transfers, listing; writes docs/benchmarks.md and plots (needs root)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if o.Rates, err = parseRates(rates); err != nil {
@@ -299,6 +299,12 @@ func newBenchPaperCmd() *cobra.Command {
 			if transferSize != "none" {
 				if o.TransferSize, err = bench.ParseSize(transferSize); err != nil {
 					return fmt.Errorf("--transfer-size: %w", err)
+				}
+			}
+			o.Channels = []int{}
+			if channels != "none" {
+				if o.Channels, err = bench.ParseStreams(channels); err != nil {
+					return fmt.Errorf("--channels: %w", err)
 				}
 			}
 			o.Progress = cmd.ErrOrStderr()
@@ -327,12 +333,14 @@ func newBenchPaperCmd() *cobra.Command {
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "per-request timeout")
 	f.DurationVar(&o.Drain, "drain", 5*time.Second, "how long stragglers may finish after a rate's window")
 	f.StringVar(&transferSize, "transfer-size", "256MiB", "file size of the transfer section (loopback and 1 Gbit/s × 50 ms, beside sftp and scp -3); 1GiB for the full run, none skips")
+	f.StringVar(&channels, "channels", "1,2,4,8,auto", "SFTP channel counts of the transfer section's API downloads and uploads at 1 Gbit/s × 50 ms; none skips")
+	f.IntVar(&o.ListEntries, "list-entries", 10_000, "entries of the directory the listing section lists through the API and OpenSSH at 1 and 50 at once (-1 skips)")
 	return cmd
 }
 
 func newBenchTransferCmd() *cobra.Command {
 	var o study.TransferOptions
-	var url, token, system, remoteDir, size, streams, conns, rate, jsonOut, mdOut, plots, ciphers string
+	var url, token, system, remoteDir, size, streams, conns, rate, jsonOut, mdOut, plots, ciphers, channels string
 	var rtt time.Duration
 	var quiet bool
 	cmd := &cobra.Command{
@@ -341,7 +349,8 @@ func newBenchTransferCmd() *cobra.Command {
 		Example: `  sshapi bench transfer --size 1GiB --streams 1,2,4,8,auto --compare --connections 1,2,4,8
   sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --compare --json t.json --markdown t.md --plots img
   sshapi bench transfer --url $SSHAPI_URL --system hpc --remote-dir /scratch/me --size 1GiB
-  sshapi bench transfer --size 256MiB --compare --ciphers aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes256-ctr`,
+  sshapi bench transfer --size 256MiB --compare --ciphers aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes256-ctr
+  sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --channels 1,2,4,8,auto --compare`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if o.Size, err = bench.ParseSize(size); err != nil {
@@ -360,6 +369,17 @@ func newBenchTransferCmd() *cobra.Command {
 			}
 			if len(o.Ciphers) > 0 && url != "" {
 				return errors.New("--ciphers registers its own systems: it needs the self-hosted bench, not --url")
+			}
+			if channels != "" {
+				if o.Channels, err = bench.ParseStreams(channels); err != nil {
+					return fmt.Errorf("--channels: %w", err)
+				}
+				switch {
+				case url != "":
+					return errors.New("--channels starts an sshapi per channel count: it needs the self-hosted bench, not --url")
+				case len(o.Ciphers) > 0:
+					return errors.New("--channels and --ciphers each replace the other runs: give one")
+				}
 			}
 			path := study.TransferPath{RTT: rtt}
 			if rate != "" {
@@ -397,10 +417,11 @@ func newBenchTransferCmd() *cobra.Command {
 	f.StringVar(&rate, "rate", "", "emulated bandwidth per direction, e.g. 1gbit")
 	f.BoolVar(&o.Compare, "compare", false, "measure OpenSSH sftp put/get and scp -3 beside sshapi")
 	f.StringVar(&ciphers, "ciphers", "", "instead of the runs above, upload and download once per SSH cipher (comma-separated), sshapi limited to it beside OpenSSH sftp -c with --compare")
+	f.StringVar(&channels, "channels", "", "instead of the runs above, upload and download once per SFTP channel count (e.g. 1,2,4,8,auto), each through a fresh sshapi set to that count, beside sftp put/get with --compare")
 	f.StringVar(&o.Verify, "verify", "sha256", "system-to-system verification: none, size, sha256")
 	f.StringVar(&jsonOut, "json", "", "write the runs to this JSON file")
 	f.StringVar(&mdOut, "markdown", "", "write the Markdown tables to this file")
-	f.StringVar(&plots, "plots", "", "write transfer-streams.png into this directory")
+	f.StringVar(&plots, "plots", "", "write transfer-streams.png (or transfer-channels.png) into this directory")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }
@@ -429,7 +450,14 @@ func remoteTransfer(ctx context.Context, url, token, system, remoteDir string, o
 	return rep, tb.Run(ctx, nil, nil)
 }
 
-func writeTransfer(rep *bench.TransferReport, stdout io.Writer, jsonOut, mdOut, plots string) error {
+// tables is a bench report that renders Markdown tables and saves itself as JSON.
+type tables interface {
+	WriteMarkdown(w io.Writer) error
+	WriteJSON(path string) error
+}
+
+// writeTables writes rep's tables to stdout and, when asked, to the JSON and Markdown files.
+func writeTables(rep tables, stdout io.Writer, jsonOut, mdOut string) error {
 	if err := rep.WriteMarkdown(stdout); err != nil {
 		return err
 	}
@@ -446,6 +474,13 @@ func writeTransfer(rep *bench.TransferReport, stdout io.Writer, jsonOut, mdOut, 
 		if err := errors.Join(rep.WriteMarkdown(f), f.Close()); err != nil {
 			return fmt.Errorf("--markdown: %w", err)
 		}
+	}
+	return nil
+}
+
+func writeTransfer(rep *bench.TransferReport, stdout io.Writer, jsonOut, mdOut, plots string) error {
+	if err := writeTables(rep, stdout, jsonOut, mdOut); err != nil {
+		return err
 	}
 	if plots != "" {
 		names, err := rep.WritePlots(plots)

@@ -10,21 +10,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/bench"
 	"github.com/sshapi/sshapi/internal/config"
 	"github.com/sshapi/sshapi/internal/service"
-	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
 // Options configure a study run. Zero values take the defaults noted.
@@ -57,6 +53,12 @@ type Options struct {
 	// TransferSize is the file the transfer section moves (0 skips the section; `bench paper`
 	// defaults to 256 MiB).
 	TransferSize int64
+	// Channels are the SFTP channel counts of the transfer section's API downloads and uploads
+	// at 1 Gbit/s × 50 ms (0 = automatic; nil = 1, 2, 4, 8, automatic; empty skips them).
+	Channels []int
+	// ListEntries is the directory size of the listing section (default 10,000; negative
+	// skips it).
+	ListEntries int
 }
 
 func (o *Options) defaults() {
@@ -90,6 +92,12 @@ func (o *Options) defaults() {
 	if o.MaxInFlight == 0 {
 		o.MaxInFlight = 256
 	}
+	if o.Channels == nil {
+		o.Channels = []int{1, 2, 4, 8, 0}
+	}
+	if o.ListEntries == 0 {
+		o.ListEntries = 10_000
+	}
 }
 
 // Run performs the study and writes its outputs; it returns the report.
@@ -97,56 +105,22 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	o.defaults()
 	started := time.Now()
 	loadStart := loadAverage()
-	srv, err := sshtest.Start(ctx, sshtest.Options{ExtraConfig: o.SSHDConfig})
-	if err != nil {
-		return nil, fmt.Errorf("start sshd: %w", err)
-	}
-	defer srv.Close()
-
-	lsDir, err := makeListDir(srv, o.LsFiles)
+	l, lsDir, err := startListLab(ctx, o.SSHDConfig, fmt.Sprintf("bench-ls-%d", o.LsFiles), o.LsFiles)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(lsDir)
-
-	tmp, err := os.MkdirTemp("", "sshapi-study-")
+	defer l.Close()
+	api, stop, err := l.system(ctx, "data", config.Default())
 	if err != nil {
-		return nil, fmt.Errorf("temp dir: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	cfg := config.Default()
-	cfg.DataDir, cfg.Addr, cfg.LogLevel = filepath.Join(tmp, "data"), "127.0.0.1:0", "error"
-	svc, err := service.New(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	if err != nil {
-		return nil, fmt.Errorf("sshapi service: %w", err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start sshapi: %w", err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = svc.Stop(sctx)
-	}()
-	sec, err := service.TokenSecret(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("dev secret: %w", err)
-	}
-	tok, err := auth.IssueHS256(sec, "bench", 24*time.Hour, time.Now())
-	if err != nil {
-		return nil, fmt.Errorf("token: %w", err)
-	}
-	api := &bench.API{BaseURL: "http://" + svc.Addr(), Token: tok}
-	const system = "bench"
-	if err := Register(ctx, api, system, srv); err != nil {
 		return nil, err
 	}
-	ep, err := bench.WriteSSHFiles(tmp, bench.SSHEndpoint{Host: srv.Host, Port: srv.Port, User: srv.User, HostKey: srv.AuthorizedHostKey()}, srv.PrivateKeyPEM)
+	defer stop()
+	ep, err := l.sshEndpoint("ssh", l.srv.Host, l.srv.Port)
 	if err != nil {
 		return nil, err
 	}
 
-	targets := &bench.Targets{API: api, System: system, Endpoint: ep, Peers: o.Peers, Python: o.Python, PeersDir: o.PeersDir}
+	targets := &bench.Targets{API: api, System: benchSystem, Endpoint: ep, Peers: o.Peers, Python: o.Python, PeersDir: o.PeersDir}
 	if err := targets.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -183,15 +157,28 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 			return report, err
 		}
 	}
-	var transfers *bench.TransferReport
+	var extra Sections
 	if o.TransferSize > 0 {
 		var err error
-		if transfers, err = RunTransfer(ctx, PaperTransferOptions(o.TransferSize, o.Progress)); err != nil {
+		if extra.Transfers, err = RunTransfer(ctx, PaperTransferOptions(o.TransferSize, o.Progress)); err != nil {
 			return report, fmt.Errorf("transfers: %w", err)
+		}
+		if len(o.Channels) > 0 {
+			ch, err := RunTransfer(ctx, PaperChannelOptions(o.TransferSize, o.Channels, o.Progress))
+			if err != nil {
+				return report, fmt.Errorf("transfers per channel count: %w", err)
+			}
+			extra.Transfers.Runs = append(extra.Transfers.Runs, ch.Runs...)
+		}
+	}
+	if o.ListEntries > 0 {
+		var err error
+		if extra.Listing, err = RunListing(ctx, PaperListingOptions(o.ListEntries, o.Progress)); err != nil {
+			return report, fmt.Errorf("listing: %w", err)
 		}
 	}
 	report.Meta.Notes = append(report.Meta.Notes, fmt.Sprintf("1-minute load average of the machine when the run started: %s; when it ended: %s (anything above 0 beyond this run's own work means other processes shared the CPUs)", loadStart, loadAverage()))
-	if err := Write(report, o.Out, transfers); err != nil {
+	if err := Write(report, o.Out, extra); err != nil {
 		return report, err
 	}
 	return report, nil
@@ -202,41 +189,6 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
-}
-
-// Register creates system id for srv through the API and stores srv's key as the credential.
-func Register(ctx context.Context, api *bench.API, id string, srv *sshtest.Server) error {
-	if err := api.Call(ctx, "POST", "/v1/systems", map[string]any{"id": id, "host": srv.Host, "port": srv.Port, "host_keys": []string{srv.AuthorizedHostKey()}}, 201, nil); err != nil {
-		return fmt.Errorf("register system: %w", err)
-	}
-	if err := api.Call(ctx, "PUT", "/v1/systems/"+id+"/credential", map[string]any{"username": srv.User, "private_key": string(srv.PrivateKeyPEM)}, 200, nil); err != nil {
-		return fmt.Errorf("store credential: %w", err)
-	}
-	return nil
-}
-
-// makeListDir creates the directory bench-ls-<n> of n empty files in the remote user's home
-// (where remote commands start, so `ls bench-ls-<n>` lists it).
-func makeListDir(srv *sshtest.Server, n int) (string, error) {
-	dir := filepath.Join(srv.Home, fmt.Sprintf("bench-ls-%d", n))
-	_ = os.RemoveAll(dir)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", fmt.Errorf("list dir: %w", err)
-	}
-	for i := range n {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("f%05d", i)))
-		if err != nil {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("list dir: %w", err)
-		}
-		f.Close()
-	}
-	if u, err := user.Lookup(srv.User); err == nil {
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		_ = os.Chown(dir, uid, gid)
-	}
-	return dir, nil
 }
 
 // Machine describes this machine and the SSH software for a report's Meta.

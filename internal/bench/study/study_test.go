@@ -18,7 +18,7 @@ func TestStudyEndToEnd(t *testing.T) {
 	out := t.TempDir()
 	rep, err := Run(t.Context(), Options{
 		Out: out, Rates: []float64{90}, Duration: 300 * time.Millisecond, LsFiles: 50, BurstN: 20, SessionsN: 4,
-		Peers: []string{bench.PeerOpenSSH, bench.PeerOpenSSHMux}, Drain: time.Second, Pause: 100 * time.Millisecond,
+		Peers: []string{bench.PeerOpenSSH, bench.PeerOpenSSHMux}, Drain: time.Second, Pause: 100 * time.Millisecond, ListEntries: -1,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -59,5 +59,47 @@ func TestStudyEndToEnd(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestWriteSections: the transfer (with channel counts) and listing sections reach
+// benchmarks.md, benchmarks.json and img/ beside the study's sweep.
+func TestWriteSections(t *testing.T) {
+	out := t.TempDir()
+	run := func(rate, ms float64) bench.Summary {
+		return bench.Summary{Target: bench.BaselineTarget, Scenario: bench.ScenarioCommands, Command: "uptime", Rate: rate,
+			Scheduled: 10, OK: 10, AchievedRate: rate, Latency: bench.Stats{Min: ms / 2, Mean: ms, P50: ms, P90: ms, P99: 2 * ms, P999: 2 * ms, Max: 2 * ms},
+			Curve: []bench.Point{{Percentile: 0, Ms: ms / 2}, {Percentile: 50, Ms: ms}, {Percentile: 99, Ms: 2 * ms}, {Percentile: 100, Ms: 2 * ms}}, Errors: map[string]int{}}
+	}
+	rep := &bench.Report{Runs: []bench.Summary{run(10, 1), run(50, 3)}}
+	const path = "1 Gbit/s × 50ms RTT (wanem)"
+	extra := Sections{
+		Transfers: &bench.TransferReport{Runs: []bench.TransferRun{
+			{Path: path, Scenario: bench.TransferDownloadChannels, Target: bench.BaselineTarget, Streams: 2, StreamsUsed: 2, MBps: 80, LinkMBps: 125},
+			{Path: path, Scenario: bench.TransferDownloadChannels, Target: bench.PeerSFTP, Streams: 1, MBps: 40, LinkMBps: 125},
+		}},
+		Listing: &bench.ListingReport{Meta: bench.Meta{Notes: []string{"a note"}}, Runs: []bench.ListingRun{
+			{Target: bench.BaselineTarget, Entries: 10000, Concurrency: 50, Listings: 100, PerSecond: 12},
+		}},
+	}
+	if err := Write(rep, out, extra); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(out, "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## File transfers", "per SFTP channel count: " + path, "| 64% |", "img/transfer-channels.png",
+		"## Listing a large directory", "- a note.", "#### Listing a directory of 10000 entries, 50 at a time", "## Reproduce"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("benchmarks.md lacks %q", want)
+		}
+	}
+	js, err := os.ReadFile(filepath.Join(out, "benchmarks.json"))
+	if err != nil || !strings.Contains(string(js), `"listing"`) || !strings.Contains(string(js), `"download-channels"`) {
+		t.Errorf("benchmarks.json lacks the sections: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "img", "transfer-channels.png")); err != nil {
+		t.Error(err)
 	}
 }

@@ -3,23 +3,16 @@ package study
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/bench"
-	"github.com/sshapi/sshapi/internal/config"
 	"github.com/sshapi/sshapi/internal/service"
-	"github.com/sshapi/sshapi/internal/sshtest"
 	"github.com/sshapi/sshapi/internal/wanem"
 )
 
@@ -63,6 +56,10 @@ type TransferOptions struct {
 	// Ciphers, when set, replaces the runs above by an upload and a download per cipher: sshapi
 	// with a system whose ciphers list is just that cipher, beside `sftp -c` with Compare.
 	Ciphers []string
+	// Channels, when set (and Ciphers is not), replaces the runs above by an upload and a
+	// download per SFTP channel count (0 = sshapi's automatic choice), each through a fresh
+	// sshapi configured for that count, beside one `sftp` put and get with Compare.
+	Channels []int
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
 }
@@ -85,46 +82,32 @@ func (o *TransferOptions) defaults() {
 // RunTransfer starts a throwaway stock sshd and an in-process sshapi, registers the sshd as two
 // systems per path (directly on loopback, or each through its own wanem proxy), and measures
 // upload, download and system-to-system transfers through the HTTP API, beside OpenSSH when
-// o.Compare is set.
+// o.Compare is set. With o.Ciphers or o.Channels it measures uploads and downloads per cipher or
+// per channel count instead.
 func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport, error) {
 	o.defaults()
 	loadStart := loadAverage()
-	srv, err := sshtest.Start(ctx, sshtest.Options{})
+	l, err := startLab(ctx, "")
 	if err != nil {
-		return nil, fmt.Errorf("start sshd: %w", err)
+		return nil, err
 	}
-	defer srv.Close()
-	tmp, err := os.MkdirTemp("", "sshapi-transfer-")
+	defer l.Close()
+	base, err := envConfig()
 	if err != nil {
-		return nil, fmt.Errorf("temp dir: %w", err)
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	api, stop, err := startService(ctx, filepath.Join(tmp, "data"))
+	api, stop, err := l.service(ctx, "data", base, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
-
-	remoteDir := filepath.Join(srv.Home, "bench-transfer")
-	_ = os.RemoveAll(remoteDir)
-	if err := os.Mkdir(remoteDir, 0o755); err != nil {
-		return nil, fmt.Errorf("remote dir: %w", err)
-	}
-	defer os.RemoveAll(remoteDir)
-	if u, err := user.Lookup(srv.User); err == nil {
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		_ = os.Chown(remoteDir, uid, gid)
-	}
-	local := filepath.Join(tmp, "src.bin")
-	if err := randomFile(local, o.Size); err != nil {
+	remoteDir, err := l.userDir("bench-transfer")
+	if err != nil {
 		return nil, err
 	}
-	var pids []int
-	if b, err := os.ReadFile(filepath.Join(srv.Dir, "sshd.pid")); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			pids = append(pids, pid)
-		}
+	local := filepath.Join(l.tmp, "src.bin")
+	if err := randomFile(local, o.Size); err != nil {
+		return nil, err
 	}
 
 	rep := &bench.TransferReport{Meta: Machine(ctx)}
@@ -132,63 +115,24 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 	rep.Meta.Runs = 1
 	rep.Meta.SSHD = "OpenSSH sshd on 127.0.0.1, stock configuration; both systems of a system-to-system transfer are this sshd, registered twice"
 	rep.Meta.Versions = map[string]map[string]string{"sshapi": {"sshapi": service.Version}}
+	tmpl := bench.TransferBench{API: api, Local: local, Size: o.Size, RemoteDir: remoteDir, Verify: o.Verify, Peers: o.Compare,
+		SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep, Remove: func(p string) error { return os.Remove(p) }}
 	for i, path := range o.Paths {
-		var stops []func()
-		endpoint := func(id string, fields map[string]any) (bench.TransferEndpoint, error) {
-			host, port := srv.Host, srv.Port
-			if path.RTT > 0 || path.Rate > 0 {
-				p, err := wanem.New(wanem.Config{Listen: "127.0.0.1:0", Upstream: srv.Addr, RTT: path.RTT, Rate: path.Rate})
-				if err != nil {
-					return bench.TransferEndpoint{}, fmt.Errorf("wanem: %w", err)
-				}
-				if err := p.Start(ctx); err != nil {
-					return bench.TransferEndpoint{}, fmt.Errorf("wanem: %w", err)
-				}
-				stops = append(stops, func() { _ = p.Stop() })
-				a := p.Addr().(*net.TCPAddr)
-				host, port = a.IP.String(), a.Port
-			}
-			if err := registerAt(ctx, api, id, host, port, srv, fields); err != nil {
-				return bench.TransferEndpoint{}, err
-			}
-			dir := filepath.Join(tmp, id)
-			if err := os.Mkdir(dir, 0o700); err != nil {
-				return bench.TransferEndpoint{}, fmt.Errorf("key dir: %w", err)
-			}
-			ep, err := bench.WriteSSHFiles(dir, bench.SSHEndpoint{Host: host, Port: port, User: srv.User, HostKey: srv.AuthorizedHostKey()}, srv.PrivateKeyPEM)
-			return bench.TransferEndpoint{System: id, SSH: ep}, err
+		ends := &pathEnds{lab: l, path: path}
+		tb := tmpl
+		tb.Path, tb.LinkMBps = path.Name(), float64(path.Rate)/1e6
+		switch {
+		case len(o.Ciphers) > 0:
+			err = runCiphers(ctx, o, func(c string) (bench.TransferEndpoint, error) {
+				id := fmt.Sprintf("xfer%d-%s", i, strings.NewReplacer("@", "_", "+", "_").Replace(c))
+				return ends.system(ctx, api, id, map[string]any{"ciphers": []string{c}})
+			}, &tb)
+		case len(o.Channels) > 0:
+			err = runChannels(ctx, l, base, o.Channels, fmt.Sprintf("xfer%d", i), ends, &tb)
+		default:
+			err = runStreams(ctx, o, fmt.Sprintf("xfer%d", i), api, ends, &tb)
 		}
-		stopAll := func() {
-			for _, s := range stops {
-				s()
-			}
-		}
-		if len(o.Ciphers) > 0 {
-			err := runCiphers(ctx, o, path.Name(), func(c string) (bench.TransferEndpoint, error) {
-				return endpoint(fmt.Sprintf("xfer%d-%s", i, strings.NewReplacer("@", "_", "+", "_").Replace(c)), map[string]any{"ciphers": []string{c}})
-			}, &bench.TransferBench{API: api, Local: local, Size: o.Size, RemoteDir: remoteDir, Peers: o.Compare, SSHDPIDs: pids,
-				Progress: o.Progress, Report: rep})
-			stopAll()
-			if err != nil {
-				return rep, err
-			}
-			continue
-		}
-		src, err := endpoint(fmt.Sprintf("xfer%d-a", i), nil)
-		if err != nil {
-			stopAll()
-			return rep, err
-		}
-		dst, err := endpoint(fmt.Sprintf("xfer%d-b", i), nil)
-		if err != nil {
-			stopAll()
-			return rep, err
-		}
-		tb := &bench.TransferBench{API: api, Path: path.Name(), Src: src, Dst: dst, Local: local, Size: o.Size, RemoteDir: remoteDir,
-			Verify: o.Verify, Peers: o.Compare, SSHDPIDs: pids, Progress: o.Progress, Report: rep,
-			Remove: func(p string) error { return os.Remove(p) }}
-		err = tb.Run(ctx, o.Streams, o.Connections)
-		stopAll()
+		ends.close()
 		if err != nil {
 			return rep, err
 		}
@@ -197,24 +141,86 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 		fmt.Sprintf("a %d MiB file of random bytes, once per point; MB/s is 10^6 bytes per second of wall time: one HTTP request for upload and download (sshapi streams the body through SFTP on a pooled connection), submit to `succeeded` for a system-to-system transfer (`POST /v1/transfers`, polled every 20 ms), process start to exit for OpenSSH", o.Size>>20),
 		"system-to-system transfers verify with " + o.Verify + " on both systems before they succeed (scp -3 verifies nothing); uploads and downloads do not verify",
 		"with a cipher: sshapi's system is registered with `ciphers: [that cipher]` (golang.org/x/crypto/ssh), OpenSSH runs `sftp -c` that cipher (OpenSSH's own implementation, usually OpenSSL's AES-NI code); the MAC is each side's default for the cipher (none for the AEAD ciphers)",
+		"per channel count: a fresh in-process sshapi for each count n with `http.stripe_max_channels: n` and striping forced (`stripe_min_rtt` 1 ns, an unbounded assumed link rate, `stripe_min_bytes` 1), so every upload and download uses n SFTP channels when the download budget and the pool allow; `auto` is sshapi's defaults (channels from the measured RTT, at most 8; none below 5 ms); the channels used are read from the service's log",
 		"OpenSSH peers: `sftp -b -` put / get to /dev/null, and `scp -3` relaying through this host, each a fresh process and connection over the same path (the same wanem proxies) as sshapi",
-		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms (a lower bound: a process shorter than that is missed)",
+		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms, each process with the children it waited for (so processes shorter than that count too)",
 		fmt.Sprintf("1-minute load average when the transfer runs started: %s; when they ended: %s", loadStart, loadAverage()),
 	}
 	return rep, nil
 }
 
+// runStreams registers two systems on the path (prefix-a, prefix-b) and measures upload,
+// download, system-to-system transfers per stream count and the connection scaling.
+func runStreams(ctx context.Context, o TransferOptions, prefix string, api *bench.API, ends *pathEnds, tb *bench.TransferBench) error {
+	src, err := ends.system(ctx, api, prefix+"-a", nil)
+	if err != nil {
+		return err
+	}
+	dst, err := ends.system(ctx, api, prefix+"-b", nil)
+	if err != nil {
+		return err
+	}
+	tb.Src, tb.Dst = src, dst
+	return tb.Run(ctx, o.Streams, o.Connections)
+}
+
+// pathEnds opens ways to the lab's sshd over one path: on loopback the sshd itself, otherwise a
+// wanem proxy per system (each a link of its own). close stops the proxies.
+type pathEnds struct {
+	lab   *lab
+	path  TransferPath
+	stops []func()
+}
+
+// open returns the address of a new way to the sshd and OpenSSH key files for it (in the
+// scratch directory name).
+func (p *pathEnds) open(ctx context.Context, name string) (bench.SSHEndpoint, error) {
+	host, port := p.lab.srv.Host, p.lab.srv.Port
+	if p.path.RTT > 0 || p.path.Rate > 0 {
+		w, err := wanem.New(wanem.Config{Listen: "127.0.0.1:0", Upstream: p.lab.srv.Addr, RTT: p.path.RTT, Rate: p.path.Rate})
+		if err != nil {
+			return bench.SSHEndpoint{}, fmt.Errorf("wanem: %w", err)
+		}
+		if err := w.Start(ctx); err != nil {
+			return bench.SSHEndpoint{}, fmt.Errorf("wanem: %w", err)
+		}
+		p.stops = append(p.stops, func() { _ = w.Stop() })
+		a := w.Addr().(*net.TCPAddr)
+		host, port = a.IP.String(), a.Port
+	}
+	return p.lab.sshEndpoint(name, host, port)
+}
+
+// system opens a way to the sshd and registers it with api as system id (with fields).
+func (p *pathEnds) system(ctx context.Context, api *bench.API, id string, fields map[string]any) (bench.TransferEndpoint, error) {
+	ep, err := p.open(ctx, id)
+	if err != nil {
+		return bench.TransferEndpoint{}, err
+	}
+	if err := p.lab.register(ctx, api, id, ep.Host, ep.Port, fields); err != nil {
+		return bench.TransferEndpoint{}, err
+	}
+	return bench.TransferEndpoint{System: id, SSH: ep}, nil
+}
+
+func (p *pathEnds) close() {
+	for _, s := range p.stops {
+		s()
+	}
+	p.stops = nil
+}
+
 // runCiphers measures upload and download once per cipher in o.Ciphers on one path: endpoint
-// registers a system limited to the cipher, and tmpl (its API, file and report) is copied for
-// each.
-func runCiphers(ctx context.Context, o TransferOptions, path string, endpoint func(cipher string) (bench.TransferEndpoint, error), tmpl *bench.TransferBench) error {
+// registers a system limited to the cipher, and tmpl (its API, path, file and report) is copied
+// for each.
+func runCiphers(ctx context.Context, o TransferOptions, endpoint func(cipher string) (bench.TransferEndpoint, error), tmpl *bench.TransferBench) error {
 	for _, c := range o.Ciphers {
 		ep, err := endpoint(c)
 		if err != nil {
 			return err
 		}
 		tb := *tmpl
-		tb.Path, tb.Src, tb.Cipher = path, ep, c
+		tb.Src, tb.Cipher = ep, c
 		if err := tb.RunUpDown(ctx); err != nil {
 			return err
 		}
@@ -237,78 +243,21 @@ func randomFile(path string, size int64) error {
 	return nil
 }
 
-// startService runs sshapi in-process on dataDir and returns a client for a bench user. The
-// defaults are overlaid with SSHAPI_* environment variables, so a run can vary a setting (e.g.
-// SSHAPI_HTTP_STRIPE_MAX_CHANNELS=1 for unstriped downloads and uploads).
-func startService(ctx context.Context, dataDir string) (*bench.API, func(), error) {
-	cfg, err := config.Read("")
-	if err != nil {
-		return nil, nil, err
-	}
-	cfg.DataDir, cfg.Addr, cfg.LogLevel = dataDir, "127.0.0.1:0", "error"
-	svc, err := service.New(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	if err != nil {
-		return nil, nil, fmt.Errorf("sshapi service: %w", err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		return nil, nil, fmt.Errorf("start sshapi: %w", err)
-	}
-	stop := func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = svc.Stop(sctx)
-	}
-	sec, err := service.TokenSecret(cfg)
-	if err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("dev secret: %w", err)
-	}
-	tok, err := auth.IssueHS256(sec, "bench", 24*time.Hour, time.Now())
-	if err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("token: %w", err)
-	}
-	return &bench.API{BaseURL: "http://" + svc.Addr(), Token: tok}, stop, nil
-}
-
-// registerAt creates system id at host:port (srv itself or a proxy in front of it) and stores
-// srv's key as the credential.
-func registerAt(ctx context.Context, api *bench.API, id, host string, port int, srv *sshtest.Server, fields map[string]any) error {
-	body := map[string]any{"id": id, "host": host, "port": port, "host_keys": []string{srv.AuthorizedHostKey()}}
-	for k, v := range fields {
-		body[k] = v
-	}
-	if err := api.Call(ctx, "POST", "/v1/systems", body, 201, nil); err != nil {
-		return fmt.Errorf("register system %s: %w", id, err)
-	}
-	if err := api.Call(ctx, "PUT", "/v1/systems/"+id+"/credential", map[string]any{"username": srv.User, "private_key": string(srv.PrivateKeyPEM)}, 200, nil); err != nil {
-		return fmt.Errorf("store credential %s: %w", id, err)
-	}
-	return nil
-}
-
 // TransferSection writes the transfer report's tables and figure into a Markdown document.
 func TransferSection(w io.Writer, r *bench.TransferReport, imgs []string) error {
 	if r == nil || len(r.Runs) == 0 {
 		return nil
 	}
-	var b strings.Builder
-	b.WriteString("## File transfers\n\nThroughput of moving one file through sshapi's HTTP API (upload, download, and a system-to-system transfer with n SFTP streams) beside OpenSSH's own clients over the same path. \"sshapi ÷ OpenSSH\" is sshapi's MB/s divided by the OpenSSH client's on the same path (above 1 means sshapi is faster).\n\n")
-	for _, n := range r.Meta.Notes {
-		fmt.Fprintf(&b, "- %s.\n", n)
-	}
-	b.WriteString("\n")
-	if err := r.WriteMarkdown(&b); err != nil {
-		return err
-	}
+	var figs strings.Builder
 	for _, img := range imgs {
-		fmt.Fprintf(&b, "![File transfer throughput per stream count](img/%s)\n\n*sshapi system-to-system MB/s per stream count used, scp -3 as a flat line.*\n\n", img)
+		alt, caption := "File transfer throughput per stream count", "sshapi system-to-system MB/s per stream count used, scp -3 as a flat line"
+		if strings.Contains(img, "channels") {
+			alt, caption = "API download and upload throughput per SFTP channel count", "sshapi's downloads and uploads through the HTTP API per SFTP channel count, OpenSSH sftp get and put and the emulated link as flat lines"
+		}
+		fmt.Fprintf(&figs, "![%s](img/%s)\n\n*%s.*\n\n", alt, img, caption)
 	}
-	_, err := io.WriteString(w, b.String())
-	if err != nil {
-		return fmt.Errorf("transfer section: %w", err)
-	}
-	return nil
+	return writeSection(w, "File transfers", "Throughput of moving one file through sshapi's HTTP API (upload, download, and a system-to-system transfer with n SFTP streams) beside OpenSSH's own clients over the same path. \"sshapi ÷ OpenSSH\" is sshapi's MB/s divided by the OpenSSH client's on the same path (above 1 means sshapi is faster). The last table sets the SFTP channels one download or upload through the API may stripe over (`http.stripe_max_channels`) on the long path, each count a fresh sshapi, against the emulated link's rate and OpenSSH `sftp` of the same file.",
+		r.Meta.Notes, r.WriteMarkdown, figs.String())
 }
 
 // PaperTransferOptions are the transfer runs of `bench paper`: a file of size bytes
@@ -319,22 +268,10 @@ func PaperTransferOptions(size int64, progress io.Writer) TransferOptions {
 		Paths: []TransferPath{{}, {RTT: 50 * time.Millisecond, Rate: 125_000_000}}}
 }
 
-// writeTransferOutputs adds tr's runs to benchmarks.json under "transfers" (beside the
-// study's meta and runs) and draws its figure; it returns the figure names.
-func writeTransferOutputs(report *bench.Report, tr *bench.TransferReport, out string) ([]string, error) {
-	if tr == nil || len(tr.Runs) == 0 {
-		return nil, nil
-	}
-	merged := struct {
-		*bench.Report
-		Transfers *bench.TransferReport `json:"transfers"`
-	}{report, tr}
-	b, err := json.MarshalIndent(merged, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encode report: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(out, "benchmarks.json"), append(b, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("write report: %w", err)
-	}
-	return tr.WritePlots(filepath.Join(out, "img"))
+// PaperChannelOptions are the channel runs of `bench paper`: API downloads and uploads of a
+// file of size bytes through 1 Gbit/s × 50 ms wanem proxies at each channel count, beside
+// OpenSSH sftp get and put.
+func PaperChannelOptions(size int64, counts []int, progress io.Writer) TransferOptions {
+	return TransferOptions{Size: size, Channels: counts, Compare: true, Progress: progress,
+		Paths: []TransferPath{{RTT: 50 * time.Millisecond, Rate: 125_000_000}}}
 }

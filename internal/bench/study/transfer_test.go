@@ -2,9 +2,7 @@ package study
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,16 +45,46 @@ func TestRunTransfer(t *testing.T) {
 		}
 	}
 	out := t.TempDir()
-	imgs, err := writeTransferOutputs(&bench.Report{}, rep, out)
+	imgs, err := rep.WritePlots(out)
 	if err != nil || len(imgs) != 1 {
 		t.Fatalf("plots %v, %v", imgs, err)
-	}
-	back, err := os.ReadFile(filepath.Join(out, "benchmarks.json"))
-	if err != nil || !strings.Contains(string(back), `"transfers"`) || !strings.Contains(string(back), `"runs"`) {
-		t.Fatalf("benchmarks.json: %v %.200s", err, back)
 	}
 	var doc bytes.Buffer
 	if err := TransferSection(&doc, rep, imgs); err != nil || !strings.Contains(doc.String(), "## File transfers") || !strings.Contains(doc.String(), "img/"+imgs[0]) {
 		t.Fatalf("section: %v\n%s", err, doc.String())
+	}
+}
+
+// TestRunTransferChannels uploads and downloads a 4 MiB file through a fresh sshapi per channel
+// count on a wanem path beside sftp, and checks that each count used the channels asked for
+// (which the bench reads from the service's log).
+func TestRunTransferChannels(t *testing.T) {
+	rep, err := RunTransfer(t.Context(), TransferOptions{Size: 4 << 20, Channels: []int{1, 3, 0},
+		Paths: []TransferPath{{RTT: 2 * time.Millisecond, Rate: 500_000_000}}, Compare: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(rep.Runs), 3*2+2; got != want {
+		t.Fatalf("%d runs, want %d: %+v", got, want, rep.Runs)
+	}
+	for _, r := range rep.Runs {
+		if r.Error != "" || r.MBps <= 0 || r.LinkMBps != 500 {
+			t.Errorf("run %+v", r)
+		}
+		if r.Scenario != bench.TransferUploadChannels && r.Scenario != bench.TransferDownloadChannels {
+			t.Errorf("scenario %q", r.Scenario)
+		}
+		if r.Target == bench.BaselineTarget && r.Streams > 0 && r.StreamsUsed != r.Streams {
+			t.Errorf("%s asked %d channels, used %d", r.Scenario, r.Streams, r.StreamsUsed)
+		}
+	}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"per SFTP channel count: 4 Gbit/s × 2ms RTT (wanem)", "| download (GET …/content) | sshapi | 3 |", "| upload (PUT …/content) | openssh-sftp | 1 |", "% of link"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
 	}
 }

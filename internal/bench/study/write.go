@@ -2,7 +2,9 @@ package study
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -11,32 +13,53 @@ import (
 	"github.com/sshapi/sshapi/internal/bench"
 )
 
-// Write stores report under out: benchmarks.json, img/*.png and benchmarks.md, with the
-// file transfer section when a transfer report is given.
-func Write(report *bench.Report, out string, transfers ...*bench.TransferReport) error {
-	var tr *bench.TransferReport
-	if len(transfers) > 0 {
-		tr = transfers[0]
-	}
+// Sections are the parts of the paper beyond the study's sweep; nil when skipped.
+type Sections struct {
+	// Transfers holds the file transfer runs (streams, connections and channel counts).
+	Transfers *bench.TransferReport
+	// Listing holds the large-directory listing runs.
+	Listing *bench.ListingReport
+}
+
+// Write stores report under out: benchmarks.json (with the extra sections' runs under
+// "transfers" and "listing"), img/*.png and benchmarks.md.
+func Write(report *bench.Report, out string, extra Sections) error {
 	if len(report.Runs) == 0 {
 		return errNoRuns
+	}
+	if extra.Transfers != nil && len(extra.Transfers.Runs) == 0 {
+		extra.Transfers = nil
+	}
+	if extra.Listing != nil && len(extra.Listing.Runs) == 0 {
+		extra.Listing = nil
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("out dir: %w", err)
 	}
-	if err := report.WriteJSON(filepath.Join(out, "benchmarks.json")); err != nil {
-		return err
+	merged := struct {
+		*bench.Report
+		Transfers *bench.TransferReport `json:"transfers,omitempty"`
+		Listing   *bench.ListingReport  `json:"listing,omitempty"`
+	}{report, extra.Transfers, extra.Listing}
+	js, err := json.MarshalIndent(merged, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "benchmarks.json"), append(js, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write report: %w", err)
 	}
 	imgs, err := bench.WritePlots(report, filepath.Join(out, "img"))
 	if err != nil {
 		return err
 	}
-	timgs, err := writeTransferOutputs(report, tr, out)
-	if err != nil {
-		return err
+	var timgs []string
+	if extra.Transfers != nil {
+		if timgs, err = extra.Transfers.WritePlots(filepath.Join(out, "img")); err != nil {
+			return err
+		}
 	}
 	var doc bytes.Buffer
-	if err := document(&doc, report, imgs, tr, timgs); err != nil {
+	if err := document(&doc, report, imgs, extra, timgs); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(out, "benchmarks.md"), doc.Bytes(), 0o644); err != nil {
@@ -45,7 +68,7 @@ func Write(report *bench.Report, out string, transfers ...*bench.TransferReport)
 	return nil
 }
 
-func document(b *bytes.Buffer, r *bench.Report, imgs []string, tr *bench.TransferReport, timgs []string) error {
+func document(b *bytes.Buffer, r *bench.Report, imgs []string, extra Sections, timgs []string) error {
 	m := r.Meta
 	fmt.Fprintf(b, `# Benchmarks
 
@@ -138,16 +161,21 @@ The best peer at a rate is the one with the fewest failures, then the lowest p99
 			fmt.Fprintf(b, "![%s](img/%s)\n\n*%s.*\n\n", caption, img, caption)
 		}
 	}
-	if err := TransferSection(b, tr, timgs); err != nil {
+	if err := TransferSection(b, extra.Transfers, timgs); err != nil {
+		return err
+	}
+	if err := ListingSection(b, extra.Listing); err != nil {
 		return err
 	}
 	b.WriteString(`## Reproduce
 
     make bench-deps     # Python peers into bench/.venv (asyncssh, paramiko; pinned)
-    make paper          # needs root (the sshd test user) and openssh-server; about 11 minutes on 2 cores
+    make paper          # needs root (the sshd test user) and openssh-server; about 14 minutes on 2 cores
 
 Longer windows: ` + "`./bin/sshapi bench paper --out docs --duration 60s`" + `. Against your own deployment:
 ` + "`sshapi bench commands --url URL --token T --system ID --rates 10,50,90 --compare all --ssh user@host:port --ssh-key FILE --ssh-host-key 'ssh-ed25519 AAAA…'`" + `.
+One section alone: ` + "`sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --channels 1,2,4,8,auto --compare`" + `,
+` + "`sshapi bench listing --entries 10000`" + `.
 `)
 	return nil
 }
@@ -196,6 +224,25 @@ func studyCriteria(b *bytes.Buffer, r *bench.Report) error {
 	}
 	if wrote {
 		b.WriteString("\n")
+	}
+	return nil
+}
+
+// writeSection writes a section of benchmarks.md: heading and intro, the notes as a list, the
+// tables, then figures (Markdown).
+func writeSection(w io.Writer, heading, intro string, notes []string, tables func(io.Writer) error, figures string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## %s\n\n%s\n\n", heading, intro)
+	for _, n := range notes {
+		fmt.Fprintf(&b, "- %s.\n", n)
+	}
+	b.WriteString("\n")
+	if err := tables(&b); err != nil {
+		return err
+	}
+	b.WriteString(figures)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("%s section: %w", heading, err)
 	}
 	return nil
 }

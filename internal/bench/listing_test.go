@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseStreamsChannels(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{"1,2,4,8,auto", []int{1, 2, 4, 8, 0}, false},
+		{" auto , 3 ", []int{0, 3}, false},
+		{"", nil, false},
+		{"0", nil, true},
+		{"65", nil, true},
+		{"two", nil, true},
+	} {
+		got, err := ParseStreams(tc.in)
+		if (err != nil) != tc.wantErr || !slices.Equal(got, tc.want) {
+			t.Errorf("ParseStreams(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	vs := []float64{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
+	for q, want := range map[float64]float64{50: 5, 90: 9, 99: 10, 100: 10, 1: 1} {
+		if got := percentile(vs, q); got != want {
+			t.Errorf("p%g = %g, want %g", q, got, want)
+		}
+	}
+	if percentile(nil, 50) != 0 {
+		t.Error("empty percentile")
+	}
+}
+
+// TestChannelTables renders the channels scenarios: their own table per path with the share of
+// the link and the ratio to sftp, not mixed into the transfer table, and a figure.
+func TestChannelTables(t *testing.T) {
+	const path = "1 Gbit/s × 50ms RTT (wanem)"
+	run := func(scenario, target string, asked, used int, mbps float64) TransferRun {
+		return TransferRun{Path: path, Scenario: scenario, Target: target, Streams: asked, StreamsUsed: used, Bytes: 1e8, Seconds: 1e2 / mbps, MBps: mbps, LinkMBps: 125}
+	}
+	rep := &TransferReport{Runs: []TransferRun{
+		run(TransferUploadChannels, BaselineTarget, 1, 1, 40), run(TransferDownloadChannels, BaselineTarget, 1, 1, 40),
+		run(TransferUploadChannels, BaselineTarget, 4, 4, 100), run(TransferDownloadChannels, BaselineTarget, 4, 4, 110),
+		run(TransferUploadChannels, BaselineTarget, 0, 8, 100), run(TransferDownloadChannels, BaselineTarget, 0, 8, 115),
+		run(TransferUploadChannels, PeerSFTP, 1, 1, 50), run(TransferDownloadChannels, PeerSFTP, 1, 1, 40),
+	}}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	containsAll(t, md.String(),
+		"#### Downloads and uploads through the API per SFTP channel count: "+path,
+		"| download (GET …/content) | sshapi | 4 | 110.0 | 88% | 0.91 | 0.00 | – | 2.75× |",
+		"| download (GET …/content) | sshapi | auto → 8 | 115.0 | 92% |",
+		"| upload (PUT …/content) | sshapi | 1 | 40.0 | 32% | 2.50 | 0.00 | – | 0.80× |",
+		"| upload (PUT …/content) | openssh-sftp | 1 | 50.0 | 40% |")
+	if strings.Contains(md.String(), "#### Transfers:") {
+		t.Errorf("channel runs leaked into the transfer table:\n%s", md.String())
+	}
+	dir := t.TempDir()
+	names, err := rep.WritePlots(dir)
+	if err != nil || !slices.Equal(names, []string{"transfer-channels.png"}) {
+		t.Fatalf("plots %v, %v", names, err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, names[0])); err != nil || st.Size() == 0 {
+		t.Fatalf("plot: %v", err)
+	}
+}
+
+func TestListingTable(t *testing.T) {
+	rep := &ListingReport{Runs: []ListingRun{
+		{Target: BaselineTarget, Entries: 10000, Concurrency: 1, Listings: 40, PerSecond: 10, P50: 90, P90: 120, P99: 150, CPUMs: 40, SSHDCPUMs: 30},
+		{Target: PeerMuxFind, Entries: 10000, Concurrency: 1, Listings: 40, PerSecond: 5, P50: 200, P90: 300, P99: 400, CPUMs: 20},
+		{Target: BaselineTarget, Entries: 10000, Concurrency: 50, Listings: 200, PerSecond: 20, P50: 2000, P90: 2500, P99: 3000, CPUMs: 30, SSHDCPUMs: 25},
+		{Target: PeerMuxLsLa, Entries: 10000, Concurrency: 50, Listings: 200, Failed: 200, Error: "ssh: session refused | x"},
+	}}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	containsAll(t, md.String(),
+		"#### Listing a directory of 10000 entries, 1 at a time",
+		"| sshapi | 40 | 0 | 10.0 | 90.0 | 120 | 150 | 40.0 | 30.0 | 1.00× |",
+		"| openssh-mux find -printf | 40 | 0 | 5.0 | 200 | 300 | 400 | 20.0 | – | 0.50× |",
+		"#### Listing a directory of 10000 entries, 50 at a time",
+		"| openssh-mux ls -la | 200 | 200: ssh: session refused / x | 0.0 | – | – | – | 0.0 | – | – |")
+}
+
+func containsAll(t *testing.T, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestCPUMeterCountsShortChildren: a shell runs many commands each far shorter than the meter's
+// 100 ms sampling; their CPU reaches the meter through the shell's waited-for children's time.
+func TestCPUMeterCountsShortChildren(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `read x; for i in $(seq 30); do sh -c 'i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done'; done; echo done; read x || true`)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := startCPUMeter([]int{cmd.Process.Pid})
+	_, _ = stdin.Write([]byte("go\n"))
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil { // the children are done
+		t.Fatal(err)
+	}
+	got := m.Stop()
+	_ = stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	want := cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+	if want < 0.05 {
+		t.Fatalf("the children used only %.2fs CPU: make them work longer", want)
+	}
+	if got < want/2 || got > want*1.5+0.05 {
+		t.Errorf("meter %.2fs, children and shell used %.2fs", got, want)
+	}
+}
