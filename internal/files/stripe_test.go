@@ -22,13 +22,7 @@ type gatedAt struct {
 }
 
 func (g *gatedAt) ReadAt(p []byte, off int64) (int, error) {
-	if g.gate != nil {
-		<-g.gate
-	}
-	g.calls.Add(1)
-	defer g.done()
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.enter()()
 	if off >= int64(len(*g.data)) {
 		return 0, io.EOF
 	}
@@ -40,13 +34,7 @@ func (g *gatedAt) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (g *gatedAt) WriteAt(p []byte, off int64) (int, error) {
-	if g.gate != nil {
-		<-g.gate
-	}
-	g.calls.Add(1)
-	defer g.done()
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer g.enter()()
 	if need := off + int64(len(p)); need > int64(len(*g.data)) {
 		*g.data = append(*g.data, make([]byte, need-int64(len(*g.data)))...)
 	}
@@ -54,9 +42,19 @@ func (g *gatedAt) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
-func (g *gatedAt) done() {
-	if g.after != nil {
-		g.after()
+// enter waits for the gate, counts the call and locks the file; the returned func calls after
+// and unlocks.
+func (g *gatedAt) enter() func() {
+	if g.gate != nil {
+		<-g.gate
+	}
+	g.calls.Add(1)
+	g.mu.Lock()
+	return func() {
+		g.mu.Unlock()
+		if g.after != nil {
+			g.after()
+		}
 	}
 }
 
