@@ -157,3 +157,63 @@ func TestParseCoreutils(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamScriptAgainstSSHD feeds StreamScript its blocks in several lines, as a copy
+// completes ranges, and checks the digest against the file's (or its prefix's) own; a missing
+// file gives no digest.
+func TestStreamScriptAgainstSSHD(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	dir := srv.MkTemp(t)
+	const block = 4096
+	data := make([]byte, 10*block+123) // a short last block
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	name := filepath.Join(dir, "hostile 'name'\n; rm -rf x")
+	if err := os.WriteFile(name, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := func(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }
+	for _, tc := range []struct {
+		name  string
+		path  string
+		lines []int64
+		want  string
+	}{
+		{"whole file in pieces", name, []int64{3, 4, 4}, sum(data)},
+		{"whole file at once", name, []int64{11}, sum(data)},
+		{"prefix only", name, []int64{2, 1}, sum(data[:3*block])},
+		{"nothing fed", name, nil, sum(nil)},
+		{"missing file", filepath.Join(dir, "missing"), []int64{1}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			s, err := c.NewSession()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			in, err := s.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			s.Stdout, s.Stderr = &stdout, &stderr
+			if err := s.Start(StreamScript(SHA256, tc.path, block)); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range tc.lines {
+				_, _ = in.Write([]byte(StreamLine(n)))
+			}
+			_ = in.Close()
+			_ = s.Wait()
+			if got := ParseStreamOutput(SHA256, stdout.String()); got != tc.want {
+				t.Fatalf("digest %q, want %q (stdout %q, stderr %q)", got, tc.want, stdout.String(), stderr.String())
+			}
+		})
+	}
+}

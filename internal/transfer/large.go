@@ -89,16 +89,14 @@ func (r *run) copyRange(ctx context.Context, sf io.ReaderAt, df io.WriterAt, off
 	return first
 }
 
-// doLarge moves multi-range files: every unfinished range is a task; each stream works one range
-// at a time, so a fault loses at most one range per stream. A file whose last range lands is
-// verified and renamed while other ranges keep flowing.
+// doLarge moves multi-range files: every unfinished range is a task; each stream works one task
+// at a time, so a fault loses at most one range per stream. The last wave of ranges (one per
+// stream) is cut into tailParts parts, so streams that run out of work early do not leave the
+// last ranges to one stream each. A file whose last range lands is verified and renamed while
+// other ranges keep flowing.
 func (r *run) doLarge(ctx context.Context, large []*Item) error {
 	if len(large) == 0 {
 		return nil
-	}
-	type task struct {
-		it  *Item
-		idx int
 	}
 	type fileState struct {
 		remaining atomic.Int64
@@ -106,7 +104,7 @@ func (r *run) doLarge(ctx context.Context, large []*Item) error {
 		err       error
 	}
 	states := map[*Item]*fileState{}
-	var tasks []task
+	var tasks []*rangeTask
 	r.attempt(large)
 	for _, it := range large {
 		if ctx.Err() != nil {
@@ -124,15 +122,18 @@ func (r *run) doLarge(ctx context.Context, large []*Item) error {
 		r.mu.Lock()
 		for idx := range rangesOf(it.Size, r.t.ChunkSize) {
 			if !r.ranges[it.Seq][idx] {
-				tasks = append(tasks, task{it, idx})
+				tasks = append(tasks, &rangeTask{it: it, idx: idx, off: int64(idx) * r.t.ChunkSize, n: r.rangeLen(it, idx), rs: &rangeState{}})
 				st.remaining.Add(1)
 			}
 		}
 		r.mu.Unlock()
 		states[it] = st
 	}
+	tasks = splitTail(tasks, len(r.streams))
 	defer r.startSourceSums(ctx, prepared(large, states))()
-	ch := make(chan task, len(tasks))
+	sums := r.newDestSums(ctx)
+	defer sums.close()
+	ch := make(chan *rangeTask, len(tasks))
 	for _, t := range tasks {
 		ch <- t
 	}
@@ -144,7 +145,18 @@ func (r *run) doLarge(ctx context.Context, large []*Item) error {
 		}
 	}
 	var dbErr atomic.Pointer[error]
-	finish := func(t task, err error) {
+	// finish ends task t with err (nil: its part is written); the range's last part records the
+	// range, and the file's last range hands the file to the finishers.
+	finish := func(t *rangeTask, err error) {
+		err, last := t.rs.partDone(err)
+		if !last {
+			return
+		}
+		if err == nil {
+			if err = r.rangeDone(ctx, t.it, t.idx); isDBErr(err) {
+				dbErr.Store(&err)
+			}
+		}
 		st := states[t.it]
 		if err != nil {
 			st.mu.Lock()
@@ -152,6 +164,8 @@ func (r *run) doLarge(ctx context.Context, large []*Item) error {
 				st.err = err
 			}
 			st.mu.Unlock()
+		} else {
+			sums.rangeWritten(t.it, t.idx)
 		}
 		if st.remaining.Add(-1) == 0 {
 			if st.err != nil {
@@ -172,6 +186,7 @@ func (r *run) doLarge(ctx context.Context, large []*Item) error {
 				if ctx.Err() != nil {
 					continue
 				}
+				sums.end(it)
 				verr := r.verifyAndFinalize(ctx, r.streams[0], []*Item{it}, false)
 				if errors.Is(verr[it], errMismatch) {
 					if err := r.resetItem(ctx, it); err != nil {
@@ -193,7 +208,7 @@ func (r *run) doLarge(ctx context.Context, large []*Item) error {
 					finish(t, context.Cause(ctx))
 					continue
 				}
-				err := r.doRange(ctx, s, t.it, t.idx)
+				err := r.copyPart(ctx, s, t)
 				if isDBErr(err) {
 					dbErr.Store(&err)
 				}
@@ -295,23 +310,27 @@ func (r *run) resetItem(ctx context.Context, it *Item) error {
 	return nil
 }
 
-// doRange copies range idx of it over stream s and records it.
-func (r *run) doRange(ctx context.Context, s *stream, it *Item, idx int) error {
+// copyPart copies task t's part of its range over stream s.
+func (r *run) copyPart(ctx context.Context, s *stream, t *rangeTask) error {
 	if err := r.recheck(ctx); err != nil {
 		return err
 	}
-	sf, df, err := s.files(ctx, it, tempName(it.Destination, r.t.ID))
+	sf, df, err := s.files(ctx, t.it, tempName(t.it.Destination, r.t.ID))
 	if err != nil {
 		s.fail(err)
 		return err
 	}
-	off := int64(idx) * r.t.ChunkSize
-	n := r.rangeLen(it, idx)
-	if err := r.copyRange(ctx, sf, df, off, n, it.Source); err != nil {
+	if err := r.copyRange(ctx, sf, df, t.off, t.n, t.it.Source); err != nil {
 		s.closeFiles()
 		s.fail(err)
 		return err
 	}
+	return nil
+}
+
+// rangeDone records range idx of it as written, here and in the database.
+func (r *run) rangeDone(ctx context.Context, it *Item, idx int) error {
+	n := r.rangeLen(it, idx)
 	r.mu.Lock()
 	if r.ranges[it.Seq] == nil {
 		r.ranges[it.Seq] = map[int]bool{}
@@ -334,4 +353,62 @@ func (r *run) doRange(ctx context.Context, s *stream, it *Item, idx int) error {
 		return context.Cause(r.ctx)
 	}
 	return nil
+}
+
+// tailParts is how many parts each range of a run's last wave is cut into.
+const tailParts = 4
+
+// rangeTask is one part of a range for a stream to copy: the whole range, or a part of a range
+// of the last wave.
+type rangeTask struct {
+	it     *Item
+	idx    int
+	off, n int64       // the bytes of the file this task copies
+	rs     *rangeState // shared by the range's parts
+}
+
+// rangeState collects the outcome of a range's parts.
+type rangeState struct {
+	mu    sync.Mutex
+	parts int // parts not yet done; 0 means one (a range that was not cut)
+	err   error
+}
+
+// partDone notes that one part ended with err, and reports whether it was the range's last,
+// with the first error of its parts.
+func (s *rangeState) partDone(err error) (error, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	if s.parts > 1 {
+		s.parts--
+		return nil, false
+	}
+	return s.err, true
+}
+
+// splitTail cuts each of the last streams tasks (whole ranges, in order) into tailParts parts
+// of whole blocks, the parts of each range queued one after another.
+func splitTail(tasks []*rangeTask, streams int) []*rangeTask {
+	if streams < 2 || len(tasks) == 0 {
+		return tasks
+	}
+	head := tasks[:max(0, len(tasks)-streams)]
+	out := append([]*rangeTask(nil), head...)
+	for _, t := range tasks[len(head):] {
+		blocks := (t.n + blockSize - 1) / blockSize
+		parts := min(int64(tailParts), blocks)
+		if parts < 2 {
+			out = append(out, t)
+			continue
+		}
+		per := (blocks + parts - 1) / parts * blockSize
+		for off := int64(0); off < t.n; off += per {
+			out = append(out, &rangeTask{it: t.it, idx: t.idx, off: t.off + off, n: min(per, t.n-off), rs: t.rs})
+			t.rs.parts++
+		}
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -34,6 +35,14 @@ func (r *run) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The round-trip time that picks the stream count is measured while the roots are checked
+	// and the transfer is planned, not before.
+	var rtt time.Duration
+	var probe sync.WaitGroup
+	if r.t.streamsReq == 0 && !r.t.SameSystem {
+		probe.Go(func() { rtt = pathRTT(sc, dc) })
+	}
+	defer probe.Wait()
 	if err := r.setupRoots(ctx, sc, dc); err != nil {
 		return err
 	}
@@ -89,9 +98,10 @@ func (r *run) setup(ctx context.Context) error {
 	r.filesFailed.Store(failed)
 	r.filesSkipped.Store(skipped)
 
+	probe.Wait()
 	n := r.t.streamsReq
 	if n == 0 {
-		n = r.autoStreams(sc, dc)
+		n = r.autoStreams(rtt)
 	}
 	if r.t.SameSystem {
 		n = 1
@@ -100,14 +110,28 @@ func (r *run) setup(ctx context.Context) error {
 	for len(r.streams) < n {
 		r.streams = append(r.streams, &stream{r: r})
 	}
+	if !r.t.SameSystem {
+		// As many further streams as there are ranges left for them to take at once.
+		r.warmStreams(ctx, int(min(int64(n-1), (total-done)/r.t.ChunkSize)))
+	}
 	r.e.log.Info("transfer planned", "id", r.t.ID, "files", files, "bytes", total, "bytes_done", done, "streams", n)
 	return nil
 }
 
-// autoStreams picks the stream count from the measured round-trip time: enough 2 MiB windows to
-// fill the bandwidth-delay product of the assumed link rate.
-func (r *run) autoStreams(sc, dc *sftp.Client) int {
-	rtt := max(measureRTT(sc), measureRTT(dc))
+// pathRTT is the larger of the round-trip times to the source and the destination, measured at
+// once.
+func pathRTT(sc, dc *sftp.Client) time.Duration {
+	var srtt time.Duration
+	var wg sync.WaitGroup
+	wg.Go(func() { srtt = measureRTT(sc) })
+	drtt := measureRTT(dc)
+	wg.Wait()
+	return max(srtt, drtt)
+}
+
+// autoStreams picks the stream count from the measured round-trip time rtt: enough 2 MiB windows
+// to fill the bandwidth-delay product of the assumed link rate.
+func (r *run) autoStreams(rtt time.Duration) int {
 	n := int(math.Ceil(r.e.cfg.LinkRate * rtt.Seconds() / float64(channelWindow)))
 	n = max(r.e.cfg.MinStreams, min(n, r.e.cfg.MaxStreams))
 	r.e.log.Info("transfer streams chosen from RTT", "id", r.t.ID, "rtt", rtt, "streams", n)

@@ -34,6 +34,7 @@ type run struct {
 	srcR, dstR       runner
 	srcRoot, dstRoot *confine.Root // root_dir confinement of each system, for this run
 	early            earlySums     // source sums started while large files copy
+	destSums         sync.Map      // temporary path → sha256 the destination streamed while copying
 
 	mu      sync.Mutex // guards items' fields, ranges, lastErr and the rate sample
 	items   []*Item
@@ -42,6 +43,7 @@ type run struct {
 	checked map[int64]bool // files whose sync level was checked in this run
 
 	streams []*stream
+	warming sync.WaitGroup // warmStreams' opens
 
 	bytesTotal, bytesDone, bytesRead, inflight       atomic.Int64
 	filesTotal, filesDone, filesFailed, filesSkipped atomic.Int64

@@ -42,20 +42,26 @@ func (s *stream) clients(ctx context.Context) (*sftp.Client, *sftp.Client, error
 		s.r.trackLease(l, true)
 		return l, err
 	}
-	var err error
+	// Both channels open at once: on a long path each costs round trips, and a new connection
+	// (dial, key exchange, authentication) several.
+	var serr, derr error
+	var wg sync.WaitGroup
 	if s.src == nil {
-		if s.src, err = open(s.r.src.Target); err != nil {
-			s.openErr = fmt.Errorf("open SFTP channel to the source system: %w", err)
-			return nil, nil, s.openErr
-		}
+		wg.Go(func() { s.src, serr = open(s.r.src.Target) })
 	}
 	if s.dst == nil {
-		if s.dst, err = open(s.r.dst.Target); err != nil {
-			s.openErr = fmt.Errorf("open SFTP channel to the destination system: %w", err)
-			return nil, nil, s.openErr
-		}
+		wg.Go(func() { s.dst, derr = open(s.r.dst.Target) })
 	}
-	return s.src.Client, s.dst.Client, nil
+	wg.Wait()
+	switch {
+	case serr != nil:
+		s.openErr = fmt.Errorf("open SFTP channel to the source system: %w", serr)
+	case derr != nil:
+		s.openErr = fmt.Errorf("open SFTP channel to the destination system: %w", derr)
+	default:
+		return s.src.Client, s.dst.Client, nil
+	}
+	return nil, nil, s.openErr
 }
 
 // fail drops the stream's channels if err shows that a connection broke.
@@ -70,12 +76,15 @@ func (s *stream) fail(err error) {
 
 func (s *stream) dropLocked() {
 	s.closeFilesLocked()
+	// Closing a channel waits for the peer's close, a round trip: both at once.
+	var wg sync.WaitGroup
 	for _, l := range []*sshpool.SFTPLease{s.src, s.dst} {
 		if l != nil {
 			s.r.trackLease(l, false)
-			_ = l.Close()
+			wg.Go(func() { _ = l.Close() })
 		}
 	}
+	wg.Wait()
 	s.src, s.dst = nil, nil
 }
 
@@ -113,11 +122,19 @@ func (s *stream) files(ctx context.Context, it *Item, tmp string) (*sftp.File, *
 		return s.sf, s.df, nil
 	}
 	s.closeFilesLocked()
-	sf, err := sc.Open(it.Source)
-	if err != nil {
-		return nil, nil, fmt.Errorf("open source %s: %w", it.Source, err)
+	// Both files open at once (one round trip instead of two).
+	var sf, df *sftp.File
+	var serr error
+	var wg sync.WaitGroup
+	wg.Go(func() { sf, serr = sc.Open(it.Source) })
+	df, err = openTemp(dc, tmp)
+	wg.Wait()
+	if serr != nil {
+		if df != nil {
+			_ = df.Close()
+		}
+		return nil, nil, fmt.Errorf("open source %s: %w", it.Source, serr)
 	}
-	df, err := openTemp(dc, tmp)
 	if err != nil {
 		_ = sf.Close()
 		if errors.Is(err, fs.ErrNotExist) {
@@ -137,20 +154,34 @@ func (s *stream) closeFiles() {
 }
 
 func (s *stream) closeFilesLocked() {
-	if s.sf != nil {
-		_ = s.sf.Close()
+	var wg sync.WaitGroup
+	for _, f := range []*sftp.File{s.sf, s.df} {
+		if f != nil {
+			wg.Go(func() { _ = f.Close() })
+		}
 	}
-	if s.df != nil {
-		_ = s.df.Close()
-	}
+	wg.Wait()
 	s.sf, s.df = nil, nil
 }
 
-// closeStreams releases every stream's channels.
-func (r *run) closeStreams() {
-	for _, s := range r.streams {
-		s.close()
+// warmStreams opens the channels of streams 1..n-1 in the background, so that they are ready
+// (connections dialed) when the first ranges start instead of each costing its own dial then.
+// closeStreams waits for them.
+func (r *run) warmStreams(ctx context.Context, n int) {
+	for _, s := range r.streams[1:min(n+1, len(r.streams))] {
+		r.warming.Go(func() { _, _, _ = s.clients(ctx) })
 	}
+}
+
+// closeStreams releases every stream's channels, all at once: on a long path each close
+// waits a round trip for the peer's.
+func (r *run) closeStreams() {
+	r.warming.Wait()
+	var wg sync.WaitGroup
+	for _, s := range r.streams {
+		wg.Go(s.close)
+	}
+	wg.Wait()
 }
 
 // removeTemps deletes the temporary files of items on the destination t.

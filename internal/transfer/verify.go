@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"time"
@@ -93,18 +94,44 @@ func (r *run) syncCheck(ctx context.Context, files []*Item) error {
 // once. Paths that could not be read are missing from the maps, with their errors in errs.
 func (r *run) sums(ctx context.Context, items []*Item, dstPath func(*Item) string) (src, dst map[string]string, errs map[string]error, err error) {
 	srcFiles := make([]digest.File, len(items))
-	dstFiles := make([]digest.File, len(items))
+	var dstFiles []digest.File
+	streamed := map[*Item]string{} // destination sums streamed while copying
 	for i, it := range items {
-		srcFiles[i], dstFiles[i] = digest.File{Path: it.Source, Size: it.Size}, digest.File{Path: dstPath(it), Size: it.Size}
+		srcFiles[i] = digest.File{Path: it.Source, Size: it.Size}
+		if s := r.takeDestSum(dstPath(it)); s != "" {
+			streamed[it] = s
+		} else {
+			dstFiles = append(dstFiles, digest.File{Path: dstPath(it), Size: it.Size})
+		}
 	}
 	var srcErrs, dstErrs map[string]error
 	var serr, derr error
 	var wg sync.WaitGroup
 	wg.Go(func() { src, srcErrs, serr = r.sourceSHA256(ctx, srcFiles) })
-	wg.Go(func() { dst, dstErrs, derr = sha256Batch(ctx, r.dstR, dstFiles, r.e.cfg.CommandTimeout) })
+	wg.Go(func() {
+		dst, dstErrs, derr = sha256Batch(ctx, r.dstR, dstFiles, r.e.cfg.CommandTimeout)
+	})
 	wg.Wait()
 	if err := errors.Join(serr, derr); err != nil {
 		return nil, nil, nil, err
+	}
+	// A streamed sum counts only when it equals the source's; the others are hashed again.
+	var again []digest.File
+	for it, s := range streamed {
+		if s == src[it.Source] {
+			dst[dstPath(it)] = s
+		} else {
+			again = append(again, digest.File{Path: dstPath(it), Size: it.Size})
+		}
+	}
+	if len(again) > 0 {
+		r.e.log.Info("transfer: streamed destination sum differs from the source's; hashing again", "id", r.t.ID, "files", len(again))
+		more, moreErrs, err := sha256Batch(ctx, r.dstR, again, r.e.cfg.CommandTimeout)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		maps.Copy(dst, more)
+		maps.Copy(dstErrs, moreErrs)
 	}
 	errs = map[string]error{}
 	for p, e := range srcErrs {
