@@ -84,9 +84,15 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 				}
 				xys := make(plotter.XYs, 0, len(s.Curve))
 				for _, pt := range s.Curve {
-					v := max(pt.Ms, 0.01)
+					v, ok := logValue(pt.Ms)
+					if !ok || math.IsNaN(pt.Percentile) {
+						continue
+					}
 					xys = append(xys, plotter.XY{X: nines(pt.Percentile), Y: v})
 					lo, hi = min(lo, v), max(hi, v)
+				}
+				if len(xys) == 0 {
+					continue
 				}
 				l, pts, err := plotter.NewLinePoints(xys)
 				if err != nil {
@@ -110,7 +116,7 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 			continue
 		}
 		for _, p := range plots {
-			p.Y.Min, p.Y.Max = lo/1.2, hi*1.5
+			setLogRange(p, lo, hi)
 		}
 		name := "fig1-" + Slug(cmd) + ".png"
 		title := fmt.Sprintf("Latency percentiles per offered rate: %s (from scheduled send; successful requests)", cmd)
@@ -132,11 +138,15 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 		p.X.Tick.Marker, p.Y.Tick.Marker = rateTicks(rates), plot.LogTicks{Prec: -1}
 		p.X.Min, p.X.Max = -0.3, float64(len(rates))-0.7
 		p.Legend.Top, p.Legend.Left = true, true
+		lo, hi := math.Inf(1), math.Inf(-1)
 		for i, t := range targets {
 			var xys plotter.XYs
 			for j, rate := range rates {
 				if s, ok := r.Find(ScenarioCommands, t, cmd, rate); ok && s.OK > 0 {
-					xys = append(xys, plotter.XY{X: float64(j), Y: max(s.Latency.Mean, 0.01)})
+					if v, ok := logValue(s.Latency.Mean); ok {
+						xys = append(xys, plotter.XY{X: float64(j), Y: v})
+						lo, hi = min(lo, v), max(hi, v)
+					}
 				}
 			}
 			if len(xys) == 0 {
@@ -151,6 +161,10 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 			p.Add(l, pts)
 			p.Legend.Add(t, l, pts)
 		}
+		if lo > hi { // no target had a successful request: nothing to draw
+			continue
+		}
+		setLogRange(p, lo, hi)
 		plots = append(plots, p)
 	}
 	if len(plots) > 0 {
@@ -161,6 +175,23 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 		names = append(names, name)
 	}
 	return names, nil
+}
+
+// logValue is latency ms as a log axis can draw it: at least 0.01 ms (a zero would be minus
+// infinity); ok is false for NaN and infinities, which have no place on the axis.
+func logValue(ms float64) (v float64, ok bool) {
+	if math.IsNaN(ms) || math.IsInf(ms, 0) {
+		return 0, false
+	}
+	return max(ms, 0.01), true
+}
+
+// setLogRange sets p's log y axis around the values lo..hi (both positive) with a margin, so
+// the axis has a positive span even when lo == hi. Left to itself, gonum/plot widens an empty
+// range to Min-1..Max+1, which is below zero for values under 1 ms, and LogTicks panics
+// ("Values must be greater than 0 for a log scale").
+func setLogRange(p *plot.Plot, lo, hi float64) {
+	p.Y.Min, p.Y.Max = lo/1.2, hi*1.5
 }
 
 // rateTicks labels positions 0, 1, ... with the rates.

@@ -24,8 +24,20 @@ type Runner struct {
 	Pause time.Duration
 	// Progress receives one line per second during runs and one per finished run; nil = quiet.
 	Progress io.Writer
+	// Labels names a command in the report and the progress lines when it should not appear as
+	// run (the study lists a per-run directory under a name that is the same in every run); a
+	// command without an entry is its own label.
+	Labels map[string]string
 
 	warmed map[string]bool
+}
+
+// label is how command appears in the report.
+func (r *Runner) label(command string) string {
+	if l, ok := r.Labels[command]; ok {
+		return l
+	}
+	return command
 }
 
 func (r *Runner) defaults() {
@@ -120,14 +132,14 @@ func (r *Runner) Commands(ctx context.Context, command string, rates []float64, 
 			if err := r.warm(ctx, target, command, op); err != nil {
 				return err
 			}
-			label := fmt.Sprintf("%s %q %g/s", target, command, rate)
+			label := fmt.Sprintf("%s %q %g/s", target, r.label(command), rate)
 			rec, err := Run(ctx, Plan{Rate: rate, Duration: duration, MaxInFlight: r.MaxInFlight, Timeout: r.Timeout,
 				Drain: r.Drain, Progress: r.progress(label, duration)}, op)
 			if err != nil {
 				return err
 			}
 			s := rec.Summary()
-			s.Target, s.Scenario, s.Command, s.Rate, s.DurationS = target, ScenarioCommands, command, rate, duration.Seconds()
+			s.Target, s.Scenario, s.Command, s.Rate, s.DurationS = target, ScenarioCommands, r.label(command), rate, duration.Seconds()
 			r.add(label, s)
 			if err := r.pause(ctx); err != nil {
 				return err
@@ -149,14 +161,14 @@ func (r *Runner) Burst(ctx context.Context, command string, n int) error {
 		if err := r.warm(ctx, target, command, op); err != nil {
 			return err
 		}
-		label := fmt.Sprintf("%s burst %d %q", target, n, command)
+		label := fmt.Sprintf("%s burst %d %q", target, n, r.label(command))
 		r.logf("[%s] sending", label)
 		rec, err := Burst(ctx, n, r.Timeout, op)
 		if err != nil {
 			return err
 		}
 		s := rec.Summary()
-		s.Target, s.Scenario, s.Command = target, ScenarioBurst, command
+		s.Target, s.Scenario, s.Command = target, ScenarioBurst, r.label(command)
 		r.add(label, s)
 		if err := r.pause(ctx); err != nil {
 			return err

@@ -409,7 +409,7 @@ func newBenchTransferCmd() *cobra.Command {
 	f.StringVar(&url, "url", "", "measure this running sshapi (upload and download only) instead of a self-hosted one")
 	f.StringVar(&token, "token", "", "bearer token with --url (default $SSHAPI_TOKEN)")
 	f.StringVar(&system, "system", "", "system id with --url")
-	f.StringVar(&remoteDir, "remote-dir", "/tmp", "absolute directory on --system for the test file")
+	f.StringVar(&remoteDir, "remote-dir", "/tmp", "absolute directory on --system in which a directory of this run's own (sshapi-bench-<pid>-<random>) holds the test file; removed at the end")
 	f.StringVar(&size, "size", "256MiB", "file size (KiB, MiB, GiB)")
 	f.StringVar(&streams, "streams", "1,4,8,auto", "system-to-system stream counts (auto = sshapi chooses)")
 	f.StringVar(&conns, "connections", "", "scaling runs: n parallel sftp gets over n connections vs one transfer with n streams, e.g. 1,2,4,8,16,20")
@@ -447,7 +447,15 @@ func remoteTransfer(ctx context.Context, url, token, system, remoteDir string, o
 	rep.Meta.Started, rep.Meta.Runs = time.Now(), 1
 	tb := &bench.TransferBench{API: &bench.API{BaseURL: url, Token: token}, Path: url, Src: bench.TransferEndpoint{System: system},
 		Local: f.Name(), Size: o.Size, RemoteDir: remoteDir, Progress: o.Progress, Report: rep}
-	return rep, tb.Run(ctx, nil, nil)
+	removeDir, err := tb.OpenRunDir(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("--remote-dir: %w", err)
+	}
+	err = tb.Run(ctx, nil, nil)
+	// The run's directory goes also after an interrupt, which canceled ctx.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return rep, errors.Join(err, removeDir(cctx))
 }
 
 // tables is a bench report that renders Markdown tables and saves itself as JSON.

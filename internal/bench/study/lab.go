@@ -2,6 +2,7 @@ package study
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -41,8 +42,9 @@ func startLab(ctx context.Context, sshdConfig string) (*lab, error) {
 	return &lab{srv: srv, tmp: tmp}, nil
 }
 
-// startListLab starts a lab and creates the directory name of n empty files in the remote
-// user's home (where remote commands start, so `ls name` lists it).
+// startListLab starts a lab and creates a directory of n empty files for this run in the remote
+// user's home (where remote commands start, so `ls <its base name>` lists it), named after name
+// as userDir does.
 func startListLab(ctx context.Context, sshdConfig, name string, n int) (*lab, string, error) {
 	l, err := startLab(ctx, sshdConfig)
 	if err != nil {
@@ -64,9 +66,7 @@ func startListLab(ctx context.Context, sshdConfig, name string, n int) (*lab, st
 
 // Close stops the sshd and removes the scratch directory and the user's bench directories.
 func (l *lab) Close() {
-	for _, d := range l.dirs {
-		_ = os.RemoveAll(d)
-	}
+	_ = l.removeDirs()
 	_ = os.RemoveAll(l.tmp)
 	_ = l.srv.Close()
 }
@@ -131,19 +131,43 @@ func envConfig() (config.Config, error) {
 	return cfg, nil
 }
 
-// userDir creates the directory name (one path element) in the remote user's home, replacing
-// a leftover of an earlier run, owned by that user; Close removes it.
+// userDir creates a directory for this run alone in the remote user's home, owned by that user:
+// name (one path element) with a unique suffix, name-<pid>-<random>, because every lab's sshd
+// logs into the same account (sshtest.DefaultUser) and concurrent runs must not share, replace or
+// remove each other's files. Close removes it.
 func (l *lab) userDir(name string) (string, error) {
 	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
 		return "", fmt.Errorf("remote dir %q: want one path element", name)
 	}
-	dir := filepath.Join(l.srv.Home, name)
-	_ = os.RemoveAll(dir)
+	dir, err := os.MkdirTemp(l.srv.Home, fmt.Sprintf("%s-%d-*", name, os.Getpid()))
+	if err != nil {
+		return "", fmt.Errorf("remote dir: %w", err)
+	}
 	l.dirs = append(l.dirs, dir)
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := os.Chmod(dir, 0o755); err != nil {
 		return "", fmt.Errorf("remote dir: %w", err)
 	}
 	return dir, l.chown(dir)
+}
+
+// removeDirs removes the directories userDir made. It refuses (and reports) any path that is not
+// a directory entry directly under the remote home, so a wrong entry can never take the home or
+// anything outside it along.
+func (l *lab) removeDirs() error {
+	home := l.srv.Home
+	var errs []error
+	for _, d := range l.dirs {
+		base := filepath.Base(d)
+		if !filepath.IsAbs(home) || d != filepath.Clean(d) || filepath.Dir(d) != filepath.Clean(home) || base == "." || base == ".." || base == "/" {
+			errs = append(errs, fmt.Errorf("remove %q: not a run directory under %s", d, home))
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, fmt.Errorf("remove run directory: %w", err))
+		}
+	}
+	l.dirs = nil
+	return errors.Join(errs...)
 }
 
 // chown gives path to the remote user.

@@ -105,7 +105,10 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	o.defaults()
 	started := time.Now()
 	loadStart := loadAverage()
-	l, lsDir, err := startListLab(ctx, o.SSHDConfig, fmt.Sprintf("bench-ls-%d", o.LsFiles), o.LsFiles)
+	// The directory is per run (see lab.userDir); the report names it the same in every run.
+	lsName := fmt.Sprintf("bench-ls-%d", o.LsFiles)
+	lsLabel := "ls " + lsName
+	l, lsDir, err := startListLab(ctx, o.SSHDConfig, lsName, o.LsFiles)
 	if err != nil {
 		return nil, err
 	}
@@ -139,10 +142,12 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 		fmt.Sprintf("%s per offered rate and target, targets interleaved per rate; each request is timed from its scheduled send; at most %d requests in flight per run; per-request timeout %s; stragglers get %s after the window",
 			o.Duration, o.MaxInFlight, orDefault(o.Timeout, 30*time.Second), orDefault(o.Drain, 10*time.Second)),
 		"sshapi runs in the bench process (one Go runtime for the load generator and the service); the Python peers run as separate processes; all share the machine with sshd",
-		fmt.Sprintf("`ls` lists a directory of %d empty files (%d bytes of output)", o.LsFiles, o.LsFiles*7),
+		fmt.Sprintf("`%s` lists a directory of %d empty files (%d bytes of output) in the remote user's home, named %s-<pid>-<random> so that concurrent runs never share it", lsLabel, o.LsFiles, o.LsFiles*7, lsName),
 	}
-	runner := &bench.Runner{Targets: targets, Report: report, Timeout: o.Timeout, Drain: o.Drain, MaxInFlight: o.MaxInFlight, Warmup: 24, Pause: o.Pause, Progress: o.Progress}
-	for _, cmd := range []string{"uptime", "ls " + filepath.Base(lsDir)} {
+	lsCmd := "ls " + filepath.Base(lsDir)
+	runner := &bench.Runner{Targets: targets, Report: report, Timeout: o.Timeout, Drain: o.Drain, MaxInFlight: o.MaxInFlight, Warmup: 24, Pause: o.Pause, Progress: o.Progress,
+		Labels: map[string]string{lsCmd: lsLabel}}
+	for _, cmd := range []string{"uptime", lsCmd} {
 		if err := runner.Commands(ctx, cmd, o.Rates, o.Duration); err != nil {
 			return report, err
 		}
