@@ -19,8 +19,9 @@ import (
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
-// run executes script on srv's sshd as its test user and returns stdout and stderr.
-func run(t *testing.T, srv *sshtest.Server, script string) (string, string) {
+// run executes script on srv's sshd as its test user, with stdin as its input, and returns
+// stdout and stderr.
+func run(t *testing.T, srv *sshtest.Server, script, stdin string) (string, string) {
 	t.Helper()
 	c, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
 	if err != nil {
@@ -33,7 +34,7 @@ func run(t *testing.T, srv *sshtest.Server, script string) (string, string) {
 	}
 	defer s.Close()
 	var stdout, stderr bytes.Buffer
-	s.Stdout, s.Stderr = &stdout, &stderr
+	s.Stdin, s.Stdout, s.Stderr = strings.NewReader(stdin), &stdout, &stderr
 	if err := s.Run(script); err != nil {
 		var ee *ssh.ExitError
 		if !errors.As(err, &ee) {
@@ -102,7 +103,7 @@ func TestScriptAgainstSSHD(t *testing.T) {
 		{"no openssl falls back", SHA256, "PATH=/nonexistent:/usr/bin:/bin; hash -r; ", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stdout, stderr := run(t, srv, tc.prefix+Script(tc.alg, files))
+			stdout, stderr := run(t, srv, tc.prefix+Script(tc.alg, files), "")
 			res := ParseOutput(tc.alg, files, stdout, stderr)
 			if len(res) != len(files) {
 				t.Fatalf("%d results for %d files", len(res), len(files))
@@ -187,32 +188,13 @@ func TestStreamScriptAgainstSSHD(t *testing.T) {
 		{"missing file", filepath.Join(dir, "missing"), []int64{1}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			s, err := c.NewSession()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			in, err := s.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stdout, stderr bytes.Buffer
-			s.Stdout, s.Stderr = &stdout, &stderr
-			if err := s.Start(StreamScript(SHA256, tc.path, block)); err != nil {
-				t.Fatal(err)
-			}
+			var in strings.Builder
 			for _, n := range tc.lines {
-				_, _ = in.Write([]byte(StreamLine(n)))
+				in.WriteString(StreamLine(n))
 			}
-			_ = in.Close()
-			_ = s.Wait()
-			if got := ParseStreamOutput(SHA256, stdout.String()); got != tc.want {
-				t.Fatalf("digest %q, want %q (stdout %q, stderr %q)", got, tc.want, stdout.String(), stderr.String())
+			stdout, stderr := run(t, srv, StreamScript(SHA256, tc.path, block), in.String())
+			if got := ParseStreamOutput(SHA256, stdout); got != tc.want {
+				t.Fatalf("digest %q, want %q (stdout %q, stderr %q)", got, tc.want, stdout, stderr)
 			}
 		})
 	}
