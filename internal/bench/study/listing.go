@@ -44,6 +44,7 @@ func RunListing(ctx context.Context, o ListingOptions) (*bench.ListingReport, er
 	if o.Entries <= 0 {
 		o.Entries = 10_000
 	}
+	settled := settle(ctx)
 	loadStart := loadAverage()
 	l, dir, err := startListLab(ctx, listingSSHD, fmt.Sprintf("bench-listing-%d", o.Entries), o.Entries)
 	if err != nil {
@@ -94,7 +95,7 @@ func RunListing(ctx context.Context, o ListingOptions) (*bench.ListingReport, er
 		SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep}
 	err = lb.Run(ctx)
 	rep.Meta.Notes = ListingNotes(dir, lb.Listings, lb.Rounds, listingSSHD)
-	rep.Meta.Notes = append(rep.Meta.Notes, fmt.Sprintf("1-minute load average when the listing runs started: %s; when they ended: %s", loadStart, loadAverage()))
+	rep.Meta.Notes = append(rep.Meta.Notes, fmt.Sprintf("1-minute load average when the listing runs started: %s; when they ended: %s", loadStart, loadAverage()), settled)
 	return rep, err
 }
 

@@ -86,6 +86,7 @@ func (o *TransferOptions) defaults() {
 // per channel count instead.
 func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport, error) {
 	o.defaults()
+	settled := settle(ctx)
 	loadStart := loadAverage()
 	l, err := startLab(ctx, "")
 	if err != nil {
@@ -145,6 +146,7 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 		"OpenSSH peers: `sftp -b -` put / get to /dev/null, and `scp -3` relaying through this host, each a fresh process and connection over the same path (the same wanem proxies) as sshapi",
 		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms, each process with the children it waited for (so processes shorter than that count too)",
 		fmt.Sprintf("1-minute load average when the transfer runs started: %s; when they ended: %s", loadStart, loadAverage()),
+		settled,
 	}
 	return rep, nil
 }

@@ -1,0 +1,78 @@
+package study
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A section measured right after the load study's hundreds of sessions used to start while
+// their processes were still winding down (a 1-minute load average of 30 on a 2-core machine
+// when the transfer runs began). Each throughput section now first waits for the machine to be
+// quiet: no more runnable tasks than CPUs for settleQuiet in a row, or settleMax at most.
+
+const (
+	settleQuiet = 2 * time.Second
+	settleMax   = 2 * time.Minute
+	settlePoll  = 250 * time.Millisecond
+)
+
+// settle waits until the machine is quiet (see above) and returns a note saying how long it
+// waited and whether it got quiet.
+func settle(ctx context.Context) string {
+	start := time.Now()
+	cpus := runtime.NumCPU()
+	var quietSince time.Time
+	for {
+		n, ok := runnable()
+		now := time.Now()
+		switch {
+		case !ok:
+			return "the machine's runnable tasks could not be read (/proc/loadavg); the section did not wait for quiet"
+		case n > cpus:
+			quietSince = time.Time{}
+		case quietSince.IsZero():
+			quietSince = now
+		case now.Sub(quietSince) >= settleQuiet:
+			return fmt.Sprintf("waited %.1f s before the section for the machine to be quiet (at most %d runnable tasks, one per CPU, for %s)",
+				now.Sub(start).Seconds(), cpus, settleQuiet)
+		}
+		if now.Sub(start) >= settleMax {
+			return fmt.Sprintf("the machine did not get quiet within %s (%d runnable tasks on %d CPUs); the section ran anyway", settleMax, n, cpus)
+		}
+		select {
+		case <-ctx.Done():
+			return "the wait for a quiet machine was cut short"
+		case <-time.After(settlePoll):
+		}
+	}
+}
+
+// runnable returns the number of runnable tasks /proc/loadavg reports (its fourth field,
+// "running/total"), this process's reading thread included.
+func runnable() (int, bool) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	return parseRunnable(string(b))
+}
+
+// parseRunnable reads the running count of a /proc/loadavg line such as
+// "0.36 6.34 7.96 2/345 1234".
+func parseRunnable(s string) (int, bool) {
+	f := strings.Fields(s)
+	if len(f) < 4 {
+		return 0, false
+	}
+	r, _, ok := strings.Cut(f[3], "/")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(r)
+	return n, err == nil && n >= 0
+}
