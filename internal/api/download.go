@@ -166,6 +166,13 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 		return nil
 	}
 	n = k / per
+	// One more chunk, where the budget has it, for the spare a striped read keeps to read a
+	// stalled chunk again on another channel (files.StripedReader); without it the spare is
+	// one of the k.
+	spare := s.downloads.TryAcquire(chunk)
+	if spare {
+		k++
+	}
 	bufs := make([][]byte, k)
 	for i := range bufs {
 		if b, _ := chunkPool.Get().(*[]byte); b != nil && int64(len(*b)) == chunk {
@@ -175,7 +182,7 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 		}
 	}
 	chans, closeLeases := s.leaseExtra(ctx, t, n-1)
-	s.log.Debug("striping a file transfer", "rtt", rtt, "channels", n, "chunks", k)
+	s.log.Debug("striping a file transfer", "rtt", rtt, "channels", n, "chunks", k, "spare", spare)
 	return &stripeSet{chans: chans, bufs: bufs, release: func() {
 		closeLeases()
 		for _, b := range bufs {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/pkg/sftp"
 )
@@ -68,7 +70,23 @@ type chunk struct {
 	n    int
 	err  error
 	done chan struct{}
+	h    atomic.Pointer[handle] // the handle reading it, once a reader took it
 }
+
+// handle is one of a striped read's handles.
+type handle struct{ io.ReaderAt }
+
+// Hedging: chunks are handed out in order, so one channel that stalls (a congested or lossy
+// connection under it) holds every byte behind its chunk, however fast the other channels are.
+// When the chunk at the head has been waited for longer than hedgeFactor times the usual chunk
+// read (and at least hedgeMinDelay), the same range is read again on another handle into a
+// spare buffer, and whichever read ends first is handed out. The spare is one of the caller's
+// buffers set aside (so memory stays what the caller gave), and only one such read runs at a
+// time; the slower read's buffer becomes the next spare once that read has ended.
+const (
+	hedgeFactor   = 4
+	hedgeMinDelay = 20 * time.Millisecond
+)
 
 // StripedReader reads a file of known size through several handles (the same file opened on
 // different SFTP channels) at once, len(bufs) chunks ahead, and hands the bytes out in order.
@@ -84,8 +102,14 @@ type StripedReader struct {
 	bufs      [][]byte // free chunk buffers while no read-ahead runs
 	pos       int64
 
+	spare   []byte         // the hedge buffer while no hedged read holds it (nil without hedging)
+	spareCh chan []byte    // where a hedge buffer comes back once its read ended
+	hwg     sync.WaitGroup // hedged reads and buffer returns
+	avgRead atomic.Int64   // moving average of a chunk read, in nanoseconds
+	hedged  atomic.Int64   // head chunks a hedged read delivered
+
 	mu      sync.Mutex
-	handles []io.ReaderAt
+	handles []*handle
 	work    chan *chunk // the running read-ahead's chunks to read, nil while stopped
 	closed  bool
 
@@ -102,9 +126,20 @@ type StripedReader struct {
 // NewStripedReader reads size bytes through handles (at least one), with one chunk per buffer
 // in bufs in flight (at least one buffer; all the same length) and perHandle reads in flight on
 // each handle.
+// With three buffers or more, one is set aside for hedged reads (see hedgeFactor).
 func NewStripedReader(handles []io.ReaderAt, size int64, bufs [][]byte, perHandle int) *StripedReader {
-	return &StripedReader{handles: handles, size: size, bufs: bufs, perHandle: max(perHandle, 1)}
+	s := &StripedReader{size: size, bufs: bufs, perHandle: max(perHandle, 1), spareCh: make(chan []byte, 1)}
+	for _, h := range handles {
+		s.handles = append(s.handles, &handle{h})
+	}
+	if len(bufs) >= 3 {
+		s.spare, s.bufs = bufs[len(bufs)-1], bufs[:len(bufs)-1]
+	}
+	return s
 }
+
+// Hedged returns how many chunks a hedged read delivered (see hedgeFactor).
+func (s *StripedReader) Hedged() int64 { return s.hedged.Load() }
 
 // Join adds a handle to the same file; reads start on it at once if the read-ahead runs. It
 // returns false, and the caller keeps the handle, once the reader is closed.
@@ -114,15 +149,16 @@ func (s *StripedReader) Join(h io.ReaderAt) bool {
 	if s.closed {
 		return false
 	}
-	s.handles = append(s.handles, h)
+	hd := &handle{h}
+	s.handles = append(s.handles, hd)
 	if s.work != nil {
-		s.startReadersLocked(h)
+		s.startReadersLocked(hd)
 	}
 	return true
 }
 
 // startReadersLocked starts perHandle readers on h for the running read-ahead.
-func (s *StripedReader) startReadersLocked(h io.ReaderAt) {
+func (s *StripedReader) startReadersLocked(h *handle) {
 	for range s.perHandle {
 		s.wg.Add(1)
 		go s.reader(h, s.work)
@@ -178,22 +214,116 @@ func (s *StripedReader) schedule(off int64, work chan<- *chunk) {
 var errStopped = errors.New("striped read stopped")
 
 // reader fills chunks from h.
-func (s *StripedReader) reader(h io.ReaderAt, work <-chan *chunk) {
+func (s *StripedReader) reader(h *handle, work <-chan *chunk) {
 	defer s.wg.Done()
 	for c := range work {
 		select {
 		case <-s.stop:
 			c.err = errStopped
 		default:
-			c.n, c.err = h.ReadAt(c.buf, c.off)
-			if c.err != nil && errors.Is(c.err, io.EOF) {
-				c.err = nil
-				if c.n < len(c.buf) {
-					c.err = io.ErrUnexpectedEOF // the file shrank since it was measured
-				}
+			c.h.Store(h)
+			start := time.Now()
+			c.n, c.err = readChunk(h, c.buf, c.off)
+			if c.err == nil {
+				s.noteRead(time.Since(start))
 			}
 		}
 		close(c.done)
+	}
+}
+
+// readChunk reads buf at off from h; the end of the file before buf is full means the file
+// shrank since it was measured.
+func readChunk(h io.ReaderAt, buf []byte, off int64) (int, error) {
+	n, err := h.ReadAt(buf, off)
+	if err != nil && errors.Is(err, io.EOF) {
+		err = nil
+		if n < len(buf) {
+			err = io.ErrUnexpectedEOF
+		}
+	}
+	return n, err
+}
+
+// noteRead adds one chunk read's duration to the moving average (weight 1/8).
+func (s *StripedReader) noteRead(d time.Duration) {
+	for {
+		old := s.avgRead.Load()
+		next := int64(d)
+		if old > 0 {
+			next = old + (int64(d)-old)/8
+		}
+		if s.avgRead.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// head waits for chunk c, the next to hand out, and returns its bytes. If c is slow to come
+// and a spare buffer and another handle are free, it reads the same range there too and takes
+// whichever read ends first.
+func (s *StripedReader) head(c *chunk) ([]byte, int, error) {
+	select {
+	case <-c.done:
+		return c.buf, c.n, c.err
+	default:
+	}
+	if s.spare == nil {
+		select {
+		case s.spare = <-s.spareCh:
+		default:
+		}
+	}
+	if s.spare == nil {
+		<-c.done
+		return c.buf, c.n, c.err
+	}
+	delay := max(hedgeMinDelay, hedgeFactor*time.Duration(s.avgRead.Load()))
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	var other *handle
+	for other == nil {
+		select {
+		case <-c.done:
+			return c.buf, c.n, c.err
+		case <-t.C:
+			s.mu.Lock()
+			for _, h := range s.handles {
+				if h != c.h.Load() {
+					other = h
+				}
+			}
+			s.mu.Unlock()
+			if other == nil || c.h.Load() == nil { // one handle, or no reader has the chunk yet
+				<-c.done
+				return c.buf, c.n, c.err
+			}
+		}
+	}
+	spare := s.spare[:len(c.buf)]
+	s.spare = nil
+	type result struct {
+		n   int
+		err error
+	}
+	res := make(chan result, 1)
+	s.hwg.Go(func() {
+		n, err := readChunk(other, spare, c.off)
+		res <- result{n, err}
+	})
+	select {
+	case <-c.done:
+		s.hwg.Go(func() { <-res; s.spareCh <- spare[:cap(spare)] })
+		return c.buf, c.n, c.err
+	case r := <-res:
+		if r.err != nil { // the hedge failed: the first read decides
+			s.spare = spare[:cap(spare)]
+			<-c.done
+			return c.buf, c.n, c.err
+		}
+		s.hedged.Add(1)
+		s.hwg.Go(func() { <-c.done; s.spareCh <- c.buf[:cap(c.buf)] })
+		return spare, r.n, nil
 	}
 }
 
@@ -213,13 +343,13 @@ func (s *StripedReader) Read(p []byte) (int, error) {
 		if !ok {
 			return 0, io.EOF
 		}
-		<-c.done
-		if c.err != nil {
-			s.err = fmt.Errorf("striped read at %d: %w", c.off, c.err)
-			s.free <- c.buf[:cap(c.buf)]
+		buf, n, err := s.head(c)
+		if err != nil {
+			s.err = fmt.Errorf("striped read at %d: %w", c.off, err)
+			s.free <- buf[:cap(buf)]
 			return 0, s.err
 		}
-		s.cur, s.curAt = c, 0
+		s.cur, s.curAt = &chunk{off: c.off, buf: buf, n: n}, 0
 	}
 	n := copy(p, s.cur.buf[s.curAt:s.cur.n])
 	s.curAt += n
@@ -245,6 +375,12 @@ func (s *StripedReader) halt() {
 		s.cur = nil
 	}
 	s.wg.Wait()
+	s.hwg.Wait()
+	select {
+	case b := <-s.spareCh:
+		s.spare = b
+	default:
+	}
 	for c := range s.order { // scheduled chunks still hold their buffers
 		s.free <- c.buf[:cap(c.buf)]
 	}

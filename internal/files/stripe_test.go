@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // gatedAt is one handle to a file's bytes (shared by all its handles, under mu): it serves
@@ -143,5 +144,91 @@ func TestStripeWriterJoin(t *testing.T) {
 	}
 	if w.add(other) {
 		t.Fatal("add after the copy accepted")
+	}
+}
+
+// stallAt is a handle to data whose reads block until release is closed (never, if release is
+// nil); stalled is closed when its first read starts.
+type stallAt struct {
+	data    []byte
+	release <-chan struct{}
+	stalled chan struct{}
+	once    sync.Once
+}
+
+func (s *stallAt) ReadAt(p []byte, off int64) (int, error) {
+	if s.release != nil {
+		s.once.Do(func() { close(s.stalled) })
+		<-s.release
+	}
+	if off >= int64(len(s.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, s.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TestStripedReaderHedgesStalledHead: a channel that stalls on its chunk does not hold the
+// rest of the download: the chunk is read again on another handle and the bytes come out whole
+// and in order while the stalled read still hangs. Without a spare buffer (fewer than three)
+// nothing is read twice, and the download waits for the stalled read.
+func TestStripedReaderHedgesStalledHead(t *testing.T) {
+	const chunk = 64 << 10
+	data := make([]byte, 8*chunk+77)
+	_, _ = rand.Read(data)
+	for _, tc := range []struct {
+		name   string
+		bufs   int
+		hedged bool
+	}{
+		{"spare buffer: hedged", 4, true},
+		{"two buffers: no hedge", 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{})
+			slow := &stallAt{data: data, release: release, stalled: make(chan struct{})}
+			fast := &stallAt{data: data}
+			sr := NewStripedReader([]io.ReaderAt{slow, fast}, int64(len(data)), buffers(tc.bufs, chunk), 1)
+			type result struct {
+				b   []byte
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				b, err := io.ReadAll(sr)
+				done <- result{b, err}
+			}()
+			<-slow.stalled
+			if !tc.hedged {
+				select {
+				case r := <-done:
+					t.Fatalf("download ended (%d bytes, %v) while a chunk's only read hangs", len(r.b), r.err)
+				case <-time.After(200 * time.Millisecond): // no hedge can happen: nothing to await
+				}
+				close(release)
+			}
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(10 * time.Second):
+				close(release)
+				t.Fatal("the download waited for the stalled read")
+			}
+			if r.err != nil || !bytes.Equal(r.b, data) {
+				t.Fatalf("read %d bytes (%v), want the file's %d in order", len(r.b), r.err, len(data))
+			}
+			if got := sr.Hedged(); (got > 0) != tc.hedged {
+				t.Fatalf("%d hedged chunks", got)
+			}
+			if tc.hedged {
+				close(release)
+			}
+			if err := sr.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
