@@ -70,6 +70,7 @@ func TestDestSumStreamsInRangeOrder(t *testing.T) {
 			if ds == nil {
 				t.Fatal("no streamed sum for a sha256 transfer with 1 MiB ranges")
 			}
+			<-ds.started // a sum asked for before its command started is not waited for
 			for _, idx := range tc.order {
 				off := int64(idx) * chunk
 				if _, err := tmp.WriteAt(src[off:min(off+chunk, size)], off); err != nil {

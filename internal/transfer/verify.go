@@ -108,9 +108,7 @@ func (r *run) sums(ctx context.Context, items []*Item, dstPath func(*Item) strin
 	var serr, derr error
 	var wg sync.WaitGroup
 	wg.Go(func() { src, srcErrs, serr = r.sourceSHA256(ctx, srcFiles) })
-	wg.Go(func() {
-		dst, dstErrs, derr = sha256Batch(ctx, r.dstR, dstFiles, r.e.cfg.CommandTimeout)
-	})
+	wg.Go(func() { dst, dstErrs, derr = sha256Batch(ctx, r.dstR, dstFiles, r.e.cfg.CommandTimeout) })
 	wg.Wait()
 	if err := errors.Join(serr, derr); err != nil {
 		return nil, nil, nil, err
