@@ -107,7 +107,8 @@ type destSum struct {
 	it    *Item
 	tmp   string
 	block int64
-	n     int // the file's number of ranges
+	n     int             // the file's number of ranges
+	wg    *sync.WaitGroup // the set's: start and the wait for the command's exit
 
 	mu     sync.Mutex
 	ready  map[int]bool   // ranges written and not yet fed
@@ -124,14 +125,14 @@ type destSum struct {
 
 // newDestSum starts a streamed sum of it's temporary file in the background (ranges already
 // written count as written), or returns nil when the transfer does not verify with sha256 or
-// its ranges do not fall on dd blocks. wg tracks the start; close the sum before wg.Wait.
+// its ranges do not fall on dd blocks. wg tracks its goroutines; close the sum before wg.Wait.
 func (r *run) newDestSum(ctx context.Context, it *Item, wg *sync.WaitGroup) *destSum {
 	block := destSumBlock(r.t.ChunkSize)
 	if r.t.Verify != VerifySHA256 || block == 0 {
 		return nil
 	}
 	d := &destSum{
-		r: r, it: it, tmp: tempName(it.Destination, r.t.ID), block: block, n: rangesOf(it.Size, r.t.ChunkSize),
+		r: r, it: it, tmp: tempName(it.Destination, r.t.ID), block: block, n: rangesOf(it.Size, r.t.ChunkSize), wg: wg,
 		ready: map[int]bool{}, started: make(chan struct{}), exited: make(chan struct{}),
 		out: limitedBuffer{max: 4 << 10},
 	}
@@ -171,10 +172,10 @@ func (d *destSum) start(ctx context.Context) {
 		fail()
 		return
 	}
-	go func() {
+	d.wg.Go(func() {
 		_ = sess.Wait()
 		close(d.exited)
-	}()
+	})
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed { // closed while starting
