@@ -281,24 +281,24 @@ func (s *StripedReader) head(c *chunk) ([]byte, int, error) {
 	delay := max(hedgeMinDelay, hedgeFactor*time.Duration(s.avgRead.Load()))
 	t := time.NewTimer(delay)
 	defer t.Stop()
+	select {
+	case <-c.done:
+		return c.buf, c.n, c.err
+	case <-t.C:
+	}
 	var other *handle
-	for other == nil {
-		select {
-		case <-c.done:
-			return c.buf, c.n, c.err
-		case <-t.C:
-			s.mu.Lock()
-			for _, h := range s.handles {
-				if h != c.h.Load() {
-					other = h
-				}
-			}
-			s.mu.Unlock()
-			if other == nil || c.h.Load() == nil { // one handle, or no reader has the chunk yet
-				<-c.done
-				return c.buf, c.n, c.err
+	if cur := c.h.Load(); cur != nil { // nil: no reader has the chunk yet
+		s.mu.Lock()
+		for _, h := range s.handles {
+			if h != cur {
+				other = h
 			}
 		}
+		s.mu.Unlock()
+	}
+	if other == nil {
+		<-c.done
+		return c.buf, c.n, c.err
 	}
 	spare := s.spare[:len(c.buf)]
 	s.spare = nil
