@@ -3,7 +3,6 @@ package study
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -54,13 +53,7 @@ func settle(ctx context.Context) string {
 
 // runnable returns the number of runnable tasks /proc/loadavg reports (its fourth field,
 // "running/total"), this process's reading thread included.
-func runnable() (int, bool) {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0, false
-	}
-	return parseRunnable(string(b))
-}
+func runnable() (int, bool) { return parseRunnable(readLoadavg()) }
 
 // parseRunnable reads the running count of a /proc/loadavg line such as
 // "0.36 6.34 7.96 2/345 1234".

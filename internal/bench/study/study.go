@@ -225,11 +225,19 @@ func Machine(ctx context.Context) bench.Meta {
 
 // loadAverage returns the 1-minute load average from /proc/loadavg, or "unknown".
 func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+	if f := strings.Fields(readLoadavg()); len(f) > 0 {
 		return f[0]
 	}
 	return "unknown"
+}
+
+// readLoadavg returns the line of /proc/loadavg, or "" if it cannot be read.
+func readLoadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // errNoRuns is returned by Write for an empty report.
