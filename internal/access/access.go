@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sshapi/sshapi/internal/guard"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/store"
@@ -75,6 +76,9 @@ type Config struct {
 	// DisabledCacheTTL is how long an operator's switch may take to reach other instances
 	// (default 1s; this instance sees it at once).
 	DisabledCacheTTL time.Duration `yaml:"disabled_cache_ttl" env:"DISABLED_CACHE_TTL"`
+	// Guard bounds the waits of the guard that orders grantees' and link holders' operations
+	// on an owner's files (see package guard).
+	Guard guard.Config `yaml:"guard" envPrefix:"GUARD_"`
 }
 
 // WithDefaults fills unset fields.
@@ -101,6 +105,7 @@ func (c Config) WithDefaults() Config {
 	if c.DisabledCacheTTL <= 0 {
 		c.DisabledCacheTTL = time.Second
 	}
+	c.Guard = c.Guard.WithDefaults()
 	return c
 }
 
@@ -111,6 +116,9 @@ type Deps struct {
 	// Network refuses system hosts the operator's network policy denies (nil: none).
 	Network *netpolicy.Policy
 	Log     *slog.Logger
+	// Guard orders grantees' and link holders' operations on an owner's files (see package
+	// guard); nil builds a single-instance one from Config.Guard.
+	Guard *guard.Guard
 }
 
 // Resolver resolves access. It is safe for concurrent use.
@@ -136,7 +144,11 @@ func New(cfg Config, d Deps) *Resolver {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Resolver{cfg: cfg.WithDefaults(), deps: d, log: d.Log}
+	cfg = cfg.WithDefaults()
+	if d.Guard == nil {
+		d.Guard = guard.New(cfg.Guard, nil)
+	}
+	return &Resolver{cfg: cfg, deps: d, log: d.Log}
 }
 
 // Config returns the resolver's configuration, defaults filled.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/confine"
+	"github.com/sshapi/sshapi/internal/guard"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store"
 )
@@ -71,10 +72,33 @@ type Decision struct {
 	// Grant or Link is what allowed a request that is not the owner's.
 	Grant *store.Grant
 	Link  *store.Link
+
+	guard *guard.Guard // set on shared decisions
 }
 
 // Shared reports whether the caller acts on someone else's system.
 func (d *Decision) Shared() bool { return d.Grant != nil || d.Link != nil }
+
+// Hold orders a shared decision's file operation against the other principals acting through
+// grants and links on the same owner's files (package guard): restructure is true for an
+// operation that can put a symlink at a name or rename an entry (move, symlink, copy,
+// extract), which then runs alone. The caller holds it from its first path check until it no
+// longer relies on the paths it checked, and calls release exactly once. The owner's own
+// operations are not ordered: for them Hold returns at once.
+func (d *Decision) Hold(ctx context.Context, restructure bool) (release func(), err error) {
+	if !d.Shared() || d.guard == nil {
+		return func() {}, nil
+	}
+	release, err = d.guard.Hold(ctx, d.Owner, restructure)
+	if errors.Is(err, guard.ErrBusy) {
+		return nil, refuse(ErrBusy, "another operation on %s's shared files is in progress; retry shortly", d.Owner)
+	}
+	return release, err
+}
+
+// ErrBusy: the owner's shared files are being restructured, or walked while a restructuring
+// waits, for longer than the guard waits; retrying later helps.
+var ErrBusy = errors.New("shared files busy")
 
 // ParseRef splits a system reference: "id" is the caller's own system; "owner:id" another
 // user's (owner URL-encoded, split at the last colon).
@@ -137,7 +161,7 @@ func (r *Resolver) Resolve(ctx context.Context, req Request) (*Decision, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Decision{Owner: owner, SystemID: id, Target: t, System: sys, Within: g.Path, Grant: g}, nil
+	return &Decision{Owner: owner, SystemID: id, Target: t, System: sys, Within: g.Path, Grant: g, guard: r.deps.Guard}, nil
 }
 
 // grantFor finds the grant that allows the request.

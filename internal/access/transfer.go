@@ -106,6 +106,10 @@ func (r *Resolver) resolveTransfer(ctx context.Context, owner string, ep transfe
 			_, err := r.decideTransfer(ctx, req, withPath)
 			return err
 		}}
+	if d.Shared() {
+		sys.HoldKey = d.Owner
+		sys.Hold = func(ctx context.Context) (func(), error) { return d.Hold(ctx, false) }
+	}
 	return sys, nil
 }
 

@@ -20,6 +20,8 @@ func accessProblem(err error) (Problem, bool) {
 	}
 	status := http.StatusConflict
 	switch ae.Kind {
+	case access.ErrBusy:
+		return Problem{Status: http.StatusServiceUnavailable, Detail: ae.Detail, retryAfter: 1}, true
 	case access.ErrCertificate:
 		status = http.StatusBadGateway
 	case access.ErrDenied, access.ErrDisabled:

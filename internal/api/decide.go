@@ -18,6 +18,21 @@ func withOpPaths(r *http.Request, paths []string) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), opPathsKey{}, paths))
 }
 
+type restructureKey struct{}
+
+// withRestructure marks a file operation that can put a symlink at a name or rename an entry
+// (move, symlink, copy, extract): through a grant or a link it holds the owner's guard
+// exclusively (see access.Decision.Hold).
+func withRestructure(r *http.Request) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), restructureKey{}, true))
+}
+
+// restructures reports whether withRestructure marked r.
+func restructures(r *http.Request) bool {
+	v, _ := r.Context().Value(restructureKey{}).(bool)
+	return v
+}
+
 // withLinkDecision makes a link route's decision the one file handlers use.
 func withLinkDecision(r *http.Request, d *access.Decision) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), linkDecisionKey{}, d))

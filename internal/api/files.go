@@ -47,6 +47,13 @@ func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys
 		return err
 	}
 	t, sys := d.Target, d.System
+	// A grantee or link holder holds the owner's guard from the first path check to the last
+	// use of the paths checked (see package guard); the owner's own calls pass straight on.
+	release, err := d.Hold(r.Context(), restructures(r))
+	if err != nil {
+		return err
+	}
+	defer release()
 	attempts := 1
 	if idempotent {
 		attempts = 2
@@ -730,6 +737,10 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 	}
 	start := time.Now()
 	r = withOpPaths(r, paths)
+	switch op {
+	case "move", "copy", "symlink", "extract":
+		r = withRestructure(r)
+	}
 	return s.fsCall(r, false, false, func(fsys *files.FS) error {
 		out, err := run(r.Context(), fsys)
 		if err != nil {

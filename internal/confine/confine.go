@@ -216,6 +216,15 @@ func (r *Root) canonDir(ctx context.Context, c Client, dir string, hops *int) (s
 	return v, nil
 }
 
+// Forget drops the directories the Root remembers. A caller whose paths others may restructure
+// between its uses (a transfer through a grant, between two holds of the owner's guard) calls it
+// when it holds again, so nothing judged before is trusted after.
+func (r *Root) Forget() {
+	r.mu.Lock()
+	clear(r.dirs)
+	r.mu.Unlock()
+}
+
 // cachedDir returns the remembered canonical form of dir.
 func (r *Root) cachedDir(dir string) (string, bool) {
 	r.mu.Lock()
@@ -252,6 +261,27 @@ func (r *Root) follow(ctx context.Context, c Client, abs string, hops *int) (str
 		}
 	}
 	return cur, nil
+}
+
+// ErrClimbingLink reports a symlink target that may not be created through a grant or a link:
+// absolute, empty, or with a ".." component.
+var ErrClimbingLink = errors.New("a symlink created through a grant or a link must point down: relative, without \"..\"")
+
+// DownwardLink checks a symlink target for creation by someone acting through a grant or a link:
+// relative and without "..", so that it resolves below its own directory wherever the link is
+// later moved inside the grant. A target like "../x" resolves inside when created in share/d
+// and outside once the link is moved to share/; such links are refused, not judged where they
+// stand.
+func DownwardLink(target string) error {
+	if target == "" || strings.HasPrefix(target, "/") || strings.ContainsRune(target, 0) {
+		return fmt.Errorf("target %q: %w", target, ErrClimbingLink)
+	}
+	for _, c := range strings.Split(target, "/") {
+		if c == ".." {
+			return fmt.Errorf("target %q: %w", target, ErrClimbingLink)
+		}
+	}
+	return nil
 }
 
 // Within reports whether p is dir or below it; both are clean absolute paths.

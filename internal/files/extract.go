@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/sshapi/sshapi/internal/confine"
 	"github.com/sshapi/sshapi/internal/shell"
 )
 
@@ -123,7 +124,7 @@ func (f *FS) merge(ctx context.Context, op, from, to string) error {
 func (f *FS) checkArchive(ctx context.Context, op, src, dst string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	chk := &memberCheck{links: map[string]bool{}, stop: cancel}
+	chk := &memberCheck{links: map[string]bool{}, stop: cancel, downOnly: f.opts.Within != ""}
 	stderr := &cappedBuffer{max: maxCommandOutput}
 	// -P lists names and link targets as stored: without it GNU tar strips a leading "/" or
 	// "../" from hard link targets in the listing too, hiding what is checked here.
@@ -152,6 +153,9 @@ type memberCheck struct {
 	links   map[string]bool // symlink members seen so far
 	err     error
 	stop    func()
+	// downOnly refuses symlink members that climb (confine.DownwardLink), for an extraction
+	// through a grant or a link.
+	downOnly bool
 }
 
 // Write implements io.Writer; it keeps no more than one line.
@@ -269,6 +273,11 @@ func (m *memberCheck) memberPath(name string) ([]string, error) {
 func (m *memberCheck) linkTarget(name string, comps []string, target string) error {
 	if target == "" || strings.HasPrefix(target, "/") {
 		return fmt.Errorf("symlink %q has an absolute or empty target %q", name, target)
+	}
+	if m.downOnly {
+		if err := confine.DownwardLink(target); err != nil {
+			return fmt.Errorf("symlink %q: %w", name, err)
+		}
 	}
 	cur := append([]string(nil), comps[:len(comps)-1]...)
 	for _, c := range strings.Split(target, "/") {

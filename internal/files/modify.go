@@ -8,6 +8,8 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/sshapi/sshapi/internal/confine"
 )
 
 // treeWorkers bounds the concurrent SFTP requests of a recursive remove or chmod within one
@@ -231,11 +233,17 @@ func (f *FS) chmodTree(ctx context.Context, op, dir string, mode os.FileMode) er
 
 // Symlink creates link pointing to target. The target is stored as given (it may be relative
 // to the link's directory and need not exist); with a RootDir it must point inside it, else
-// ErrOutsideRoot. An existing link name fails with fs.ErrExist.
+// ErrOutsideRoot. Through a grant or a link (Options.Within) the target must also point down
+// (confine.DownwardLink), else fs.ErrPermission. An existing link name fails with fs.ErrExist.
 func (f *FS) Symlink(ctx context.Context, target, link string) error {
 	const op = "symlink"
 	if target == "" || strings.ContainsRune(target, 0) {
 		return newErr(op, link, ErrInvalid, errors.New("empty target or NUL byte in target"))
+	}
+	if f.opts.Within != "" {
+		if err := confine.DownwardLink(target); err != nil {
+			return newErr(op, link, fs.ErrPermission, err)
+		}
 	}
 	abs, err := f.resolve(ctx, op, link, false)
 	if err != nil {

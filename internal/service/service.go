@@ -20,6 +20,7 @@ import (
 	"github.com/sshapi/sshapi/internal/api"
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/config"
+	"github.com/sshapi/sshapi/internal/guard"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
@@ -52,6 +53,7 @@ type Service struct {
 	engine   *transfer.Engine
 	api      *api.Server
 	access   *access.Resolver
+	guardPG  *guard.Postgres // nil on SQLite
 	http     *http.Server
 	ln       net.Listener
 	served   chan error
@@ -111,12 +113,29 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	pool := sshpool.New(cfg.Pool, log.With("component", "sshpool"), reg, sshpool.WithNetworkPolicy(network))
 	// The API and the transfer engine reach systems through one access layer: credentials, host
 	// key policy, root_dir, grants and links.
-	acc := access.New(cfg.Sharing, access.Deps{Store: db, Keyring: keyring, Network: network, Log: log.With("component", "access")})
+	// Grantees' operations on an owner's files are ordered across instances on PostgreSQL.
+	var remote guard.Remote
+	var guardPG *guard.Postgres
+	if IsPostgres(cfg.Database) {
+		sharing := cfg.Sharing.WithDefaults()
+		if guardPG, err = guard.OpenPostgres(ctx, cfg.Database, sharing.Guard.RemoteConns); err != nil {
+			tdb.Close()
+			db.Close()
+			verifier.Close()
+			return nil, err
+		}
+		remote = guardPG
+	}
+	acc := access.New(cfg.Sharing, access.Deps{Store: db, Keyring: keyring, Network: network, Log: log.With("component", "access"),
+		Guard: guard.New(cfg.Sharing.WithDefaults().Guard, remote)})
 	engine, err := transfer.New(cfg.Transfer, transfer.Deps{
 		DB: tdb, Pool: pool, Log: log.With("component", "transfer"), Registerer: reg,
 		Resolver: acc.TransferResolver(),
 	})
 	if err != nil {
+		if guardPG != nil {
+			guardPG.Close()
+		}
 		tdb.Close()
 		db.Close()
 		verifier.Close()
@@ -126,7 +145,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine, Access: acc,
 		Log: log.With("component", "api"), Registry: reg, Version: Version, Network: network,
 	})
-	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, access: acc, served: make(chan error, 1)}, nil
+	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, access: acc, guardPG: guardPG, served: make(chan error, 1)}, nil
 }
 
 // Start listens on the configured address and serves in the background.
@@ -185,6 +204,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	if err := s.verifier.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("verifier: %w", err))
+	}
+	if s.guardPG != nil {
+		s.guardPG.Close()
 	}
 	if err := s.tdb.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("transfer store: %w", err))

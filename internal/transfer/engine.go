@@ -36,6 +36,12 @@ type System struct {
 	// still use this endpoint (a revoked grant stops a running transfer); an error wrapping
 	// ErrSystem fails the transfer.
 	Recheck func(ctx context.Context) error
+	// Hold, if set, orders the run's use of this endpoint's paths against restructuring by the
+	// other principals acting through grants on the same owner's files (access.Decision.Hold,
+	// shared): a run holds it while it plans and during each round. HoldKey names what it
+	// holds, so a run whose two ends are one owner's holds it once.
+	Hold    func(ctx context.Context) (release func(), err error)
+	HoldKey string
 }
 
 // EndpointResolver is a Resolver that also judges the caller's access to an endpoint's path

@@ -27,6 +27,11 @@ func (r *run) setup(ctx context.Context) error {
 	if r.dst, err = r.e.resolve(ctx, r.t.Owner, r.t.Destination, true); err != nil {
 		return fmt.Errorf("destination system %q: %w", r.t.Destination.System, err)
 	}
+	release, err := r.hold(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	r.srcR = runner{pool: r.e.pool, t: r.src.Target}
 	r.dstR = runner{pool: r.e.pool, t: r.dst.Target}
 	r.closeStreams()

@@ -340,10 +340,15 @@ func (r *run) round(ctx context.Context, pending []*Item) error {
 	if err := r.recheck(ctx); err != nil {
 		return err
 	}
+	release, err := r.hold(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	for _, s := range r.streams {
 		s.revive()
 	}
-	pending, err := r.checkItems(ctx, r.streams[0], pending)
+	pending, err = r.checkItems(ctx, r.streams[0], pending)
 	if err != nil {
 		return err
 	}
@@ -492,6 +497,35 @@ func (e *Engine) resolve(ctx context.Context, owner string, ep Endpoint, write b
 		return er.ResolveEndpoint(ctx, owner, ep, write)
 	}
 	return e.resolver.Resolve(ctx, owner, ep.System)
+}
+
+// hold takes both endpoints' guards (once when they are the same) for a setup or a round, and
+// makes the roots forget what they resolved before: between two holds, others acting through
+// grants may have restructured the trees.
+func (r *run) hold(ctx context.Context) (release func(), err error) {
+	var releases []func()
+	release = func() {
+		for _, f := range releases {
+			f()
+		}
+	}
+	for i, sys := range []System{r.src, r.dst} {
+		if sys.Hold == nil || (i == 1 && r.src.Hold != nil && r.src.HoldKey == sys.HoldKey) {
+			continue
+		}
+		rel, err := sys.Hold(ctx)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		releases = append(releases, rel)
+	}
+	for _, rt := range []*confine.Root{r.srcRoot, r.dstRoot} {
+		if rt != nil && len(releases) > 0 {
+			rt.Forget()
+		}
+	}
+	return release, nil
 }
 
 // recheck asks both endpoints whether the owner may still use them (before every round and

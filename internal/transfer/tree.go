@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -68,6 +69,11 @@ func mkdir(c *sftp.Client, dir string) error {
 	return nil
 }
 
+// errLinkIntoShared fails a symlink item whose destination is someone else's shared files: a run
+// holds the owner's guard shared, and putting a link at a name is a restructuring that only an
+// exclusive holder may do (see package guard).
+var errLinkIntoShared = errors.New("symbolic links are not recreated in a destination shared with you; transfer what the link points to instead")
+
 // doLinks recreates symlinks at the destination (an existing one is replaced only with sync
 // "always").
 func (r *run) doLinks(ctx context.Context, links []*Item) error {
@@ -75,6 +81,12 @@ func (r *run) doLinks(ctx context.Context, links []*Item) error {
 		return nil
 	}
 	r.attempt(links)
+	if r.dst.Hold != nil {
+		for _, it := range links {
+			r.itemFailed(ctx, it, permanent(fmt.Errorf("symlink %s: %w", it.Destination, errLinkIntoShared)))
+		}
+		return r.save(ctx, links)
+	}
 	forEach(links, 16, func(i int, it *Item) {
 		s := r.streams[i%len(r.streams)]
 		_, dc, err := s.clients(ctx)

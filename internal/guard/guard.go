@@ -1,0 +1,262 @@
+// Package guard orders the file operations that principals acting through someone else's grant
+// or link make on that owner's files, so that none of them can escape the granted tree by
+// changing it while another one runs.
+//
+// # Why a lock
+//
+// Over SFTP v3 every request names its file by path and the server follows every symlink along
+// that path; there is no openat, no O_NOFOLLOW per component and no inode in the attributes. So
+// "resolve the path, check it lies inside the grant, then operate on it" (package confine) is
+// only as good as the tree staying put between the check and the operation. A grantee with write
+// access can change the tree through the API: in the attack that motivated this package, bob
+// started an archive download of share/t, stalled his reader, and while the walk waited he
+// replaced the directory share/t/zzz by a symlink pointing two levels up; the walk, which had
+// seen zzz as a directory, then read /home/alice. A recursive delete was turned the same way.
+//
+// A walk or a path lookup can only be led outside when, between its check and its request, a
+// symlink appears at a name it already judged: a link is created there (symlink, extraction,
+// a copy that recreates links, a transfer that recreates links), or an entry holding one is
+// renamed there (move). Removing, creating files or directories, writing and changing modes
+// cannot do it. So the operations are split in two:
+//
+//   - restructuring operations (move, symlink, copy, extract) hold the owner's guard
+//     exclusively while they check and act;
+//   - every other operation through a grant or a link (listing, stat, reads, archive downloads,
+//     uploads, recursive delete and chmod, checksums, transfers with a shared end) holds it
+//     shared, from its first check until it has no more use for the paths it judged: a walk for
+//     the whole walk, a download until the last range is read.
+//
+// Held that way, no grantee or link holder can restructure the owner's files while another one
+// relies on what it checked: the property holds by construction, not by a second check that
+// could itself be raced. The key is the owner (every system of theirs), because two of an owner's
+// systems may reach the same account, and a grant on a parent directory covers the root of a
+// grant on a child.
+//
+// # What it does not cover
+//
+// The owner is not ordered: an owner acting on their own system (through the API or a shell)
+// keeps today's behaviour and speed. An owner who restructures a shared tree while grantees work
+// in it can expose what a racing walk reaches; that is the owner's own doing on the owner's
+// files. Two sshapi users holding credentials for the same remote account are not ordered
+// against each other either.
+//
+// # Waiting
+//
+// Exclusive holders are preferred: once one waits, new shared holders queue behind it, so a
+// stream of reads cannot starve a move. Every wait is bounded by Config.Wait; past it the caller
+// gets ErrBusy (the API answers 503 with Retry-After). A restructuring operation therefore waits
+// at most Config.Wait for the walks and downloads in flight, and while it waits, new operations
+// on the same owner's shared files wait too, at most as long.
+//
+// # Several instances
+//
+// With a Remote (PostgreSQL advisory locks, see Postgres) the guard holds across instances: an
+// instance holds one shared advisory lock per owner while any of its local holders is shared,
+// and an exclusive holder takes the exclusive advisory lock, which PostgreSQL grants only when no
+// instance holds the shared one.
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrBusy reports that the guard could not be had within Config.Wait.
+var ErrBusy = errors.New("another operation on these shared files is in progress")
+
+// DefaultWait is Config.Wait when unset.
+const DefaultWait = 5 * time.Second
+
+// Config tunes a Guard.
+type Config struct {
+	// Wait bounds every wait for the guard (default 5s).
+	Wait time.Duration `yaml:"wait" env:"WAIT"`
+	// RemoteConns bounds the database connections a Guard on PostgreSQL holds locks on
+	// (default 16; each owner with shared files in use holds at most two).
+	RemoteConns int `yaml:"remote_conns" env:"REMOTE_CONNS"`
+}
+
+// WithDefaults fills unset fields.
+func (c Config) WithDefaults() Config {
+	if c.Wait <= 0 {
+		c.Wait = DefaultWait
+	}
+	if c.RemoteConns <= 0 {
+		c.RemoteConns = 16
+	}
+	return c
+}
+
+// Remote holds a key across instances. Lock blocks until the lock is had, ctx ends (its error,
+// or ErrBusy when ctx's deadline passed) and returns the function that releases it.
+type Remote interface {
+	Lock(ctx context.Context, key string, exclusive bool) (unlock func(), err error)
+}
+
+// Guard is a readers-writer lock per key, with writer preference and bounded waits, optionally
+// held across instances by a Remote. The zero value is not usable; build one with New. It is
+// safe for concurrent use.
+type Guard struct {
+	cfg    Config
+	remote Remote
+
+	mu   sync.Mutex
+	keys map[string]*entry
+}
+
+// entry is the state of one key; it lives while anyone holds or waits for the key.
+type entry struct {
+	users          int // holders and waiters; the entry is dropped at 0
+	readers        int
+	writer         bool
+	writersWaiting int
+	wake           chan struct{} // closed and replaced on every release
+
+	remoteMu     sync.Mutex // serialises taking and giving back the shared remote hold
+	remoteRefs   int
+	remoteUnlock func()
+}
+
+// New returns a Guard; remote may be nil for a single instance.
+func New(cfg Config, remote Remote) *Guard {
+	return &Guard{cfg: cfg.WithDefaults(), remote: remote, keys: map[string]*entry{}}
+}
+
+// Wait is the configured bound on a wait.
+func (g *Guard) Wait() time.Duration { return g.cfg.Wait }
+
+// Hold takes key shared or exclusive, waiting at most Config.Wait (and no longer than ctx), and
+// returns the function that releases it (call it exactly once).
+func (g *Guard) Hold(ctx context.Context, key string, exclusive bool) (release func(), err error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, g.cfg.Wait, ErrBusy)
+	defer cancel()
+	g.mu.Lock()
+	e := g.keys[key]
+	if e == nil {
+		e = &entry{wake: make(chan struct{})}
+		g.keys[key] = e
+	}
+	e.users++
+	if exclusive {
+		e.writersWaiting++
+	}
+	for {
+		if exclusive && !e.writer && e.readers == 0 {
+			e.writersWaiting--
+			e.writer = true
+			break
+		}
+		if !exclusive && !e.writer && e.writersWaiting == 0 {
+			e.readers++
+			break
+		}
+		wake := e.wake
+		g.mu.Unlock()
+		select {
+		case <-wake:
+			g.mu.Lock()
+		case <-ctx.Done():
+			g.mu.Lock()
+			if exclusive {
+				e.writersWaiting--
+				g.wakeLocked(e) // readers held back by this writer may go
+			}
+			g.dropLocked(key, e)
+			g.mu.Unlock()
+			return nil, waitErr(ctx)
+		}
+	}
+	g.mu.Unlock()
+	unlockRemote, err := g.holdRemote(ctx, key, e, exclusive)
+	if err != nil {
+		g.releaseLocal(key, e, exclusive)
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			unlockRemote()
+			g.releaseLocal(key, e, exclusive)
+		})
+	}, nil
+}
+
+// holdRemote takes the remote side of a local hold: the exclusive lock for a writer; for readers
+// one shared lock per key and instance, taken by the first and given back by the last.
+func (g *Guard) holdRemote(ctx context.Context, key string, e *entry, exclusive bool) (func(), error) {
+	if g.remote == nil {
+		return func() {}, nil
+	}
+	if exclusive {
+		unlock, err := g.remote.Lock(ctx, key, true)
+		if err != nil {
+			return nil, remoteErr(ctx, err)
+		}
+		return unlock, nil
+	}
+	e.remoteMu.Lock()
+	defer e.remoteMu.Unlock()
+	if e.remoteRefs == 0 {
+		unlock, err := g.remote.Lock(ctx, key, false)
+		if err != nil {
+			return nil, remoteErr(ctx, err)
+		}
+		e.remoteUnlock = unlock
+	}
+	e.remoteRefs++
+	return func() {
+		e.remoteMu.Lock()
+		defer e.remoteMu.Unlock()
+		if e.remoteRefs--; e.remoteRefs == 0 {
+			e.remoteUnlock()
+			e.remoteUnlock = nil
+		}
+	}, nil
+}
+
+// releaseLocal gives back a local hold and wakes the waiters.
+func (g *Guard) releaseLocal(key string, e *entry, exclusive bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if exclusive {
+		e.writer = false
+	} else {
+		e.readers--
+	}
+	g.wakeLocked(e)
+	g.dropLocked(key, e)
+}
+
+// wakeLocked lets every waiter of e look again.
+func (g *Guard) wakeLocked(e *entry) {
+	close(e.wake)
+	e.wake = make(chan struct{})
+}
+
+// dropLocked forgets e when nobody holds or waits for it.
+func (g *Guard) dropLocked(key string, e *entry) {
+	if e.users--; e.users == 0 {
+		delete(g.keys, key)
+	}
+}
+
+// waitErr is the error of a wait that ctx ended: ErrBusy when the guard's own bound passed.
+func waitErr(ctx context.Context) error {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrBusy) || errors.Is(cause, context.DeadlineExceeded) {
+		return fmt.Errorf("waited %w", ErrBusy)
+	}
+	return ctx.Err()
+}
+
+// remoteErr classifies a Remote failure: a wait that ran out is ErrBusy.
+func remoteErr(ctx context.Context, err error) error {
+	if errors.Is(err, ErrBusy) || ctx.Err() != nil {
+		if werr := waitErr(ctx); werr != nil && !errors.Is(werr, context.Canceled) {
+			return werr
+		}
+	}
+	return fmt.Errorf("guard: %w", err)
+}

@@ -1,0 +1,157 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/pgtest"
+)
+
+// held reports whether a Hold finishes (true) or is still waiting when wait passes: the wait is
+// only how long we are willing to look, the assertion is about which holds can coexist.
+func holdAsync(g *Guard, key string, exclusive bool) <-chan error {
+	ch := make(chan error, 1)
+	go func() {
+		rel, err := g.Hold(context.Background(), key, exclusive)
+		if err == nil {
+			defer rel()
+		}
+		ch <- err
+	}()
+	return ch
+}
+
+func mustHold(t *testing.T, g *Guard, key string, exclusive bool) func() {
+	t.Helper()
+	rel, err := g.Hold(context.Background(), key, exclusive)
+	if err != nil {
+		t.Fatalf("Hold(%q, exclusive=%v): %v", key, exclusive, err)
+	}
+	return rel
+}
+
+// guards returns, for each case, two Guards that must exclude each other: the same Guard twice
+// (one instance), and two Guards on one PostgreSQL database (two instances).
+func guards(t *testing.T) map[string][2]*Guard {
+	t.Helper()
+	cfg := Config{Wait: 300 * time.Millisecond}
+	local := New(cfg, nil)
+	out := map[string][2]*Guard{"local": {local, local}}
+	if testing.Short() {
+		return out
+	}
+	url := pgtest.New(t).NewDatabase(t)
+	var gs [2]*Guard
+	for i := range gs {
+		pg, err := OpenPostgres(context.Background(), url, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pg.Close)
+		gs[i] = New(cfg, pg)
+	}
+	out["postgres"] = gs
+	return out
+}
+
+func TestGuardExclusion(t *testing.T) {
+	for name, gs := range guards(t) {
+		a, b := gs[0], gs[1]
+		t.Run(name, func(t *testing.T) {
+			// Shared holders coexist, on one instance and across instances.
+			r1 := mustHold(t, a, "alice", false)
+			r2 := mustHold(t, b, "alice", false)
+			// An exclusive hold waits for them and gives up with ErrBusy after Wait.
+			if err := <-holdAsync(b, "alice", true); !errors.Is(err, ErrBusy) {
+				t.Fatalf("exclusive while shared held: %v, want ErrBusy", err)
+			}
+			// Another key is independent.
+			mustHold(t, b, "bob", true)()
+			r1()
+			r2()
+			// Exclusive excludes shared and exclusive, on the other instance too.
+			w := mustHold(t, a, "alice", true)
+			if err := <-holdAsync(b, "alice", false); !errors.Is(err, ErrBusy) {
+				t.Fatalf("shared while exclusive held: %v, want ErrBusy", err)
+			}
+			if err := <-holdAsync(b, "alice", true); !errors.Is(err, ErrBusy) {
+				t.Fatalf("exclusive while exclusive held: %v, want ErrBusy", err)
+			}
+			// Released, the key is free again everywhere.
+			w()
+			mustHold(t, b, "alice", true)()
+			mustHold(t, a, "alice", false)()
+		})
+	}
+}
+
+// TestGuardWaitsThenGets: a waiting hold is granted as soon as the holder releases, without
+// waiting out its bound.
+func TestGuardWaitsThenGets(t *testing.T) {
+	for name, gs := range guards(t) {
+		a, b := gs[0], gs[1]
+		t.Run(name, func(t *testing.T) {
+			r := mustHold(t, a, "alice", false)
+			done := holdAsync(b, "alice", true)
+			select {
+			case err := <-done:
+				t.Fatalf("exclusive granted while shared held: %v", err)
+			default:
+			}
+			r()
+			if err := <-done; err != nil {
+				t.Fatalf("exclusive after release: %v", err)
+			}
+		})
+	}
+}
+
+// TestGuardWriterPreference: once an exclusive holder waits, a new shared holder queues behind
+// it, so reads cannot starve a move; when the writer gives up, readers go on.
+func TestGuardWriterPreference(t *testing.T) {
+	g := New(Config{Wait: 2 * time.Second}, nil)
+	r := mustHold(t, g, "alice", false)
+	writer := holdAsync(g, "alice", true)
+	// Wait until the writer is queued.
+	for {
+		g.mu.Lock()
+		queued := g.keys["alice"] != nil && g.keys["alice"].writersWaiting == 1
+		g.mu.Unlock()
+		if queued {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := g.Hold(ctx, "alice", false); err == nil {
+		t.Fatal("a new reader passed a waiting writer")
+	}
+	r()
+	if err := <-writer; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	mustHold(t, g, "alice", false)()
+	g.mu.Lock()
+	n := len(g.keys)
+	g.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d keys remembered after every hold ended", n)
+	}
+}
+
+// TestGuardCanceled: a caller that goes away stops waiting with its own error, not ErrBusy.
+func TestGuardCanceled(t *testing.T) {
+	g := New(Config{Wait: 5 * time.Second}, nil)
+	w := mustHold(t, g, "alice", true)
+	defer w()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { _, err := g.Hold(ctx, "alice", false); errc <- err }()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled wait: %v, want context.Canceled", err)
+	}
+}

@@ -1,0 +1,102 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// lockNotAvailable is PostgreSQL's SQLSTATE for a lock wait that lock_timeout ended.
+const lockNotAvailable = "55P03"
+
+// unlockTimeout bounds giving a lock back; past it the session is closed, which releases it too.
+const unlockTimeout = 5 * time.Second
+
+// Postgres is a Remote on PostgreSQL session-level advisory locks. Each lock held pins one
+// connection of its own pool (Config.RemoteConns), never one of the store's.
+type Postgres struct {
+	pool *pgxpool.Pool
+}
+
+// OpenPostgres connects a pool of at most conns connections to the database at url.
+func OpenPostgres(ctx context.Context, url string, conns int) (*Postgres, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("guard: %w", err)
+	}
+	cfg.MaxConns = int32(max(conns, 1))
+	cfg.MinConns = 0
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("guard: %w", err)
+	}
+	return &Postgres{pool: pool}, nil
+}
+
+// Close closes the pool; locks still held are released with their sessions.
+func (p *Postgres) Close() { p.pool.Close() }
+
+// keyID maps a key to an advisory lock id. Two keys that collide are merely ordered together.
+func keyID(key string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("sshapi/guard/"))
+	_, _ = h.Write([]byte(key))
+	return int64(h.Sum64())
+}
+
+// Lock implements Remote. The wait is bounded by ctx's deadline through lock_timeout, so a wait
+// that runs out leaves the connection usable.
+func (p *Postgres) Lock(ctx context.Context, key string, exclusive bool) (func(), error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("no connection free for the guard: %w", ErrBusy)
+		}
+		return nil, err
+	}
+	wait := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(time.Until(dl), time.Millisecond)
+	}
+	lock, unlock := "SELECT pg_advisory_lock_shared($1)", "SELECT pg_advisory_unlock_shared($1)"
+	if exclusive {
+		lock, unlock = "SELECT pg_advisory_lock($1)", "SELECT pg_advisory_unlock($1)"
+	}
+	id := keyID(key)
+	// The statement's own lock_timeout ends the wait; the context only guards a server that
+	// does not answer at all.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+unlockTimeout)
+	defer cancel()
+	tx, err := conn.Begin(qctx)
+	if err == nil {
+		if _, err = tx.Exec(qctx, "SELECT set_config('lock_timeout', $1, true)", fmt.Sprintf("%dms", wait.Milliseconds()+1)); err == nil {
+			_, err = tx.Exec(qctx, lock, id)
+		}
+		if err == nil {
+			err = tx.Commit(qctx) // a session-level advisory lock outlives the transaction
+		} else {
+			_ = tx.Rollback(qctx)
+		}
+	}
+	if err != nil {
+		conn.Release()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == lockNotAvailable {
+			return nil, ErrBusy
+		}
+		return nil, err
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.Background(), unlockTimeout)
+		defer cancel()
+		if _, err := conn.Exec(uctx, unlock, id); err != nil {
+			_ = conn.Conn().Close(uctx) // ending the session releases its locks
+		}
+		conn.Release()
+	}, nil
+}
