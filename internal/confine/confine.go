@@ -10,9 +10,14 @@
 // through it would land wherever it points) is followed too. A name that does not exist yet is
 // judged by its parent directory.
 //
-// The check and the operation that follows it are separate SFTP requests: someone who can change
-// the remote tree between them (a shell on the system) is not stopped by a Root. It stops what an
-// API caller can do with paths alone.
+// The check and the operation that follows it are separate SFTP requests, and SFTP v3 has no way
+// to bind them (no openat, no O_NOFOLLOW per component, no inode in the attributes): whoever can
+// change the tree between them can lead the operation elsewhere. A Root alone stops what an API
+// caller can do with paths; it does not stop a principal who restructures the tree at the same
+// time. Principals acting through grants and links can do that through the API, so their
+// operations are ordered by package guard (restructuring ones run alone), and a caller that
+// releases the guard between two uses of a Root calls Forget when it holds it again. The owner,
+// and anyone with a shell on the system, are not ordered.
 package confine
 
 import (

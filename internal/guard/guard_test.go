@@ -155,3 +155,51 @@ func TestGuardCanceled(t *testing.T) {
 		t.Fatalf("canceled wait: %v, want context.Canceled", err)
 	}
 }
+
+// BenchmarkHold: one shared hold and release, uncontended, on one instance and on PostgreSQL
+// (sequential, so every hold is the instance's first and takes the advisory lock; and 16 at
+// once, where holds join the instance's advisory lock):
+//
+//	go test -run '^$' -bench Hold ./internal/guard/
+func BenchmarkHold(b *testing.B) {
+	local := New(Config{}, nil)
+	b.Run("local", func(b *testing.B) {
+		for b.Loop() {
+			rel, err := local.Hold(context.Background(), "alice", false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rel()
+		}
+	})
+	url := pgtest.New(b).NewDatabase(b)
+	pg, err := OpenPostgres(context.Background(), url, 4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pg.Close)
+	g := New(Config{}, pg)
+	b.Run("postgres-sequential", func(b *testing.B) {
+		for b.Loop() {
+			rel, err := g.Hold(context.Background(), "alice", false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rel()
+		}
+	})
+	b.Run("postgres-16-at-once", func(b *testing.B) {
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				rel, err := g.Hold(context.Background(), "alice", false)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				time.Sleep(time.Millisecond) // a request's work while it holds
+				rel()
+			}
+		})
+	})
+}

@@ -63,26 +63,18 @@ func (p *Postgres) Lock(ctx context.Context, key string, exclusive bool) (func()
 	if dl, ok := ctx.Deadline(); ok {
 		wait = max(time.Until(dl), time.Millisecond)
 	}
-	lock, unlock := "SELECT pg_advisory_lock_shared($1)", "SELECT pg_advisory_unlock_shared($1)"
+	fn := "pg_advisory_lock_shared"
+	unlock := "SELECT pg_advisory_unlock_shared($1)"
 	if exclusive {
-		lock, unlock = "SELECT pg_advisory_lock($1)", "SELECT pg_advisory_unlock($1)"
+		fn, unlock = "pg_advisory_lock", "SELECT pg_advisory_unlock($1)"
 	}
 	id := keyID(key)
-	// The statement's own lock_timeout ends the wait; the context only guards a server that
-	// does not answer at all.
+	// One round trip: the session's lock_timeout ends the wait (the pool is the guard's own, so
+	// the setting concerns nobody else); the context only guards a server that does not answer.
+	// Both values are integers formatted here.
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+unlockTimeout)
 	defer cancel()
-	tx, err := conn.Begin(qctx)
-	if err == nil {
-		if _, err = tx.Exec(qctx, "SELECT set_config('lock_timeout', $1, true)", fmt.Sprintf("%dms", wait.Milliseconds()+1)); err == nil {
-			_, err = tx.Exec(qctx, lock, id)
-		}
-		if err == nil {
-			err = tx.Commit(qctx) // a session-level advisory lock outlives the transaction
-		} else {
-			_ = tx.Rollback(qctx)
-		}
-	}
+	_, err = conn.Exec(qctx, fmt.Sprintf("SET lock_timeout = %d; SELECT %s(%d)", wait.Milliseconds()+1, fn, id))
 	if err != nil {
 		conn.Release()
 		var pe *pgconn.PgError
