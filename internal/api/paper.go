@@ -68,7 +68,7 @@ func (s *Server) paperCreate(w http.ResponseWriter, r *http.Request) error {
 	if req.HostKey != "" {
 		sys.HostKeys = []string{req.HostKey}
 	}
-	if err := validateSystem(sys); err != nil {
+	if err := s.checkSystem(r.Context(), sys); err != nil {
 		return renameFields(err, map[string]string{"id": "name", "host": "hostname", "host_keys": "host_key"})
 	}
 	cr := putCredentialRequest{Username: req.Username, PrivateKey: req.PrivateKey, Passphrase: req.Passphrase}
