@@ -311,7 +311,7 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	}
 	switch {
 	case errors.Is(err, files.ErrOutsideRoot):
-		return Problem{Status: http.StatusForbidden, Detail: err.Error()}
+		return Problem{Status: http.StatusForbidden, Detail: outsideDetail(r, err)}
 	case errors.Is(err, files.ErrChecksumMismatch):
 		return Problem{Status: http.StatusUnprocessableEntity, Title: "Checksum mismatch", Detail: err.Error() + " (nothing was written)"}
 	case errors.Is(err, files.ErrNoSpace):
@@ -361,6 +361,22 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	}
 	s.log.Error("internal error", "path", redactPath(r.URL.Path), "err", err)
 	return Problem{Status: http.StatusInternalServerError, Detail: "internal error; see the server log"}
+}
+
+// outsideDetail is the detail of a path refused for leaving its confinement. Only the owner,
+// on their own system, is told where it led (the canonical path, e.g. a symlink's target);
+// anyone acting through a grant or a link learns only that it is outside what is shared, never
+// a path of the owner's outside it.
+func outsideDetail(r *http.Request, err error) string {
+	if n := noteOf(r); n != nil {
+		n.mu.Lock()
+		own := n.systemOwner != "" && n.linkID == "" && n.systemOwner == principal(r).User
+		n.mu.Unlock()
+		if own {
+			return err.Error()
+		}
+	}
+	return "the path is outside the path shared with you"
 }
 
 func isFileError(err error) bool {

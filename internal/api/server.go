@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +25,11 @@ import (
 
 // Config holds the HTTP layer's settings.
 type Config struct {
+	// PublicURL is the service's address as its clients reach it ("https://hpc-api.example" or
+	// with a path prefix, "https://gw.example/sshapi"): the base of the URLs it hands out (a
+	// link's url). When it is unset the service's listen address is used; the request's Host
+	// header never is.
+	PublicURL string `yaml:"public_url" env:"PUBLIC_URL"`
 	// MaxBodyBytes caps JSON request bodies (default 1 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes" env:"MAX_BODY_BYTES"`
 	// MaxFanout caps how many systems one POST /v1/commands runs on at once (default 32).
@@ -132,6 +140,12 @@ func (c Config) Validate() error {
 	if int64(c.DownloadBufferBytes) > c.DownloadBufferBudgetPerOwnerBytes || c.DownloadBufferBudgetPerOwnerBytes > c.DownloadBufferBudgetBytes {
 		return fmt.Errorf("http: download_buffer_budget_per_owner_bytes (%d) must be between download_buffer_bytes (%d) and download_buffer_budget_bytes (%d)", c.DownloadBufferBudgetPerOwnerBytes, c.DownloadBufferBytes, c.DownloadBufferBudgetBytes)
 	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("http: public_url %q must be an absolute http or https URL without user, query or fragment", c.PublicURL)
+		}
+	}
 	if c.ListMaxWindow > files.MaxRecursiveEntries {
 		return fmt.Errorf("http: list_max_window must be at most %d", files.MaxRecursiveEntries)
 	}
@@ -194,6 +208,25 @@ type Server struct {
 	downloads *slot.Pool      // download read-ahead buffers, in bytes, with each user's share
 	dlBufs    sync.Pool       // *bufio.Reader of DownloadBufferBytes
 	limits    *limits         // per-owner shares
+
+	listenURL atomic.Pointer[string] // the base of handed-out URLs when Config.PublicURL is unset
+}
+
+// SetListenURL sets the base of the URLs the server hands out (a link's url) when
+// Config.PublicURL is unset: the service calls it with the address it listens on
+// ("http://127.0.0.1:8080").
+func (s *Server) SetListenURL(u string) { s.listenURL.Store(&u) }
+
+// publicURL is the base of handed-out URLs, without a trailing slash: Config.PublicURL, or the
+// listen address, or "" (the URL is then a path) when neither is known.
+func (s *Server) publicURL() string {
+	if s.cfg.PublicURL != "" {
+		return strings.TrimSuffix(s.cfg.PublicURL, "/")
+	}
+	if u := s.listenURL.Load(); u != nil {
+		return strings.TrimSuffix(*u, "/")
+	}
+	return ""
 }
 
 // New builds a Server.
