@@ -243,6 +243,11 @@ func (s *Server) wrap(rt route) http.Handler {
 			}
 			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
 			s.access.Remember(r.Context(), p)
+			if err := s.checkEnabled(rt, r); err != nil {
+				writeProblem(sw, r, s.problemFor(r, err))
+				s.observe(rt, r, sw, start, p.User)
+				return
+			}
 		}
 		if strings.HasSuffix(rt.pattern, "{path...}") && strings.ContainsRune(r.PathValue("path"), 0) {
 			writeProblem(sw, r, s.problemFor(r, badField("path", "must not contain NUL bytes")))
@@ -261,6 +266,30 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		s.observe(rt, r, sw, start, principal(r).User)
 	})
+}
+
+// checkEnabled refuses, before any handler runs, every request of a user an operator disabled
+// and every request naming one of the caller's own systems that an operator disabled (403
+// naming the switch), management routes included. The operators' own routes (/v1/admin) are
+// not refused. Other users' systems ("{owner}:{id}") are judged by the access layer with the
+// grant. Links (public routes) are decided by the access layer too.
+func (s *Server) checkEnabled(rt route, r *http.Request) error {
+	if strings.HasPrefix(rt.pattern, "/v1/admin/") {
+		return nil
+	}
+	var ref string
+	switch {
+	case strings.HasPrefix(rt.pattern, "/v1/systems/{id}"):
+		ref = r.PathValue("id")
+	case rt.pattern == "/sshapi/v2/{name}":
+		ref = r.PathValue("name")
+	}
+	caller := principal(r).User
+	err := s.access.CheckEnabled(r.Context(), caller, ref)
+	if ref != "" {
+		noteRefusal(r.Context(), caller, ref, err)
+	}
+	return err
 }
 
 // streamsBody reports whether a route reads a large body itself (uploads); those are not capped.
