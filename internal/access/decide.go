@@ -143,18 +143,25 @@ func (r *Resolver) Resolve(ctx context.Context, req Request) (*Decision, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := r.checkEnabled(ctx, req.Caller.User, owner, id); err != nil {
-		return nil, err
-	}
 	if owner == req.Caller.User {
+		if err := r.checkEnabled(ctx, owner, owner, id); err != nil {
+			return nil, err
+		}
 		t, sys, err := r.Target(ctx, owner, id)
 		if err != nil {
 			return nil, err
 		}
 		return &Decision{Owner: owner, SystemID: id, Target: t, System: sys}, nil
 	}
+	if err := r.checkEnabled(ctx, req.Caller.User, req.Caller.User, ""); err != nil {
+		return nil, err
+	}
 	g, err := r.grantFor(ctx, req.Caller, owner, id, req.Level, req.Paths)
 	if err != nil {
+		return nil, err
+	}
+	// Only a grantee learns that the system or its owner is switched off.
+	if err := r.checkEnabled(ctx, req.Caller.User, owner, id); err != nil {
 		return nil, err
 	}
 	t, sys, err := r.Target(ctx, owner, id)
@@ -227,19 +234,48 @@ func grantedPaths(gs []store.Grant) string {
 	return strings.Join(out, ", ")
 }
 
-// checkEnabled refuses a caller, owner or system an operator disabled.
+// CheckEnabled refuses a caller an operator disabled and, when ref names one of the caller's
+// own systems ("id"), that system; "" checks the caller alone. Another's system
+// ("{owner}:{id}") is left to Resolve, which judges it after the grant, so a caller without one
+// learns nothing of it. The API asks this once per authenticated request, before any handler:
+// every route of a disabled user or system is refused, management routes included. Answers are
+// cached for Config.DisabledCacheTTL.
+func (r *Resolver) CheckEnabled(ctx context.Context, caller, ref string) error {
+	if ref != "" && !strings.ContainsRune(ref, ':') {
+		return r.checkEnabled(ctx, caller, caller, ref)
+	}
+	return r.checkEnabled(ctx, caller, caller, "")
+}
+
+// checkEnabled refuses a caller, owner or system an operator disabled, saying which switch is
+// off.
 func (r *Resolver) checkEnabled(ctx context.Context, caller, owner, id string) error {
-	off, err := r.isDisabled(ctx, owner, id)
+	if caller != "" && caller != owner {
+		off, err := r.isDisabled(ctx, caller, "")
+		if err != nil {
+			return err
+		}
+		if off {
+			return refuse(ErrDisabled, "your user %q is disabled by an operator", caller)
+		}
+	}
+	off, err := r.isDisabled(ctx, owner, "")
 	if err != nil {
 		return err
 	}
-	if !off && caller != "" && caller != owner {
-		if off, err = r.isDisabled(ctx, caller, ""); err != nil {
-			return err
-		}
+	switch {
+	case off && owner == caller:
+		return refuse(ErrDisabled, "your user %q is disabled by an operator", caller)
+	case off:
+		return refuse(ErrDisabled, "user %q, the owner of system %q, is disabled by an operator", owner, Ref(caller, owner, id))
+	case id == "":
+		return nil
+	}
+	if off, err = r.isDisabled(ctx, owner, id); err != nil {
+		return err
 	}
 	if off {
-		return refuse(ErrDisabled, "system %q or its user is disabled by an operator", id)
+		return refuse(ErrDisabled, "system %q is disabled by an operator", Ref(caller, owner, id))
 	}
 	return nil
 }

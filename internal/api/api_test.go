@@ -112,6 +112,7 @@ func newEnvConfig(t testing.TB, cfg Config, extra func(dir string, d *Deps, s **
 	s = New(cfg, d)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
+	s.SetListenURL(hs.URL) // as the service does when http.public_url is unset
 	return &env{t: t, url: hs.URL, secret: sec, log: logs, pool: pool, srv: sshtest.New(t, sshtest.Options{}), seen: &syncBuffer{}, api: s}
 }
 
@@ -158,6 +159,9 @@ func (e *env) do(user, method, path string, body any, hdr ...string) resp {
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
+		if strings.EqualFold(hdr[i], "Host") {
+			req.Host = hdr[i+1]
+		}
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -120,7 +120,7 @@ func (s *Server) putCredential(w http.ResponseWriter, r *http.Request) error {
 // storeCredential validates, seals and saves the caller's credential for a system and drops the
 // connections made with the previous one.
 func (s *Server) storeCredential(r *http.Request, owner, id string, req putCredentialRequest) (*store.Credential, error) {
-	plain, pub, err := s.checkedCredential(r.Context(), req) // KDF cost capped, parsing bounded
+	plain, pub, err := s.checkedCredential(r.Context(), owner, req) // KDF cost capped, parsing bounded
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,10 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/sshapi/sshapi/internal/access"
+	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/slot"
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
 
@@ -24,7 +27,7 @@ import (
 func (s *Server) downloadBuffer(ctx context.Context) (*bufio.Reader, func(), error) {
 	n := int64(s.cfg.DownloadBufferBytes)
 	wctx, cancel := s.budgetCtx(ctx)
-	err := s.downloads.Acquire(wctx, n)
+	lease, err := s.downloads.Acquire(wctx, shareOwner(ctx), n)
 	cancel()
 	if err != nil {
 		return nil, nil, errBusy("download buffers", err)
@@ -36,8 +39,18 @@ func (s *Server) downloadBuffer(ctx context.Context) (*bufio.Reader, func(), err
 	return br, func() {
 		br.Reset(nil)
 		s.dlBufs.Put(br)
-		s.downloads.Release(n)
+		lease.Release()
 	}, nil
+}
+
+// shareOwner is whose share of the server's budgets a request uses: the signed-in caller, or,
+// for a link, the link's owner.
+func shareOwner(ctx context.Context) string {
+	if d, ok := ctx.Value(linkDecisionKey{}).(*access.Decision); ok {
+		return d.Owner
+	}
+	p, _ := auth.FromContext(ctx)
+	return p.User
 }
 
 // pipelinedReader gives http.ServeContent an io.ReadSeeker whose reads are large (the size of
@@ -156,20 +169,23 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 	chunk := int64(s.cfg.DownloadBufferBytes)
 	per := files.StripeChunksPerChannel
 	k := per * n
-	for k >= per && !s.downloads.TryAcquire(int64(k)*chunk) {
-		k -= per
+	owner := shareOwner(ctx)
+	var lease *slot.Lease
+	for ; k >= per; k -= per {
+		if lease, err = s.downloads.TryAcquire(owner, int64(k)*chunk); err == nil {
+			break
+		}
 	}
 	if k < 2*per {
-		if k > 0 {
-			s.downloads.Release(int64(k) * chunk)
-		}
+		lease.Release()
 		return nil
 	}
 	n = k / per
 	// One more chunk, where the budget has it, for the spare a striped read keeps to read a
 	// stalled chunk again on another channel (files.StripedReader); without it the spare is
 	// one of the k.
-	spare := s.downloads.TryAcquire(chunk)
+	spareLease, err := s.downloads.TryAcquire(owner, chunk)
+	spare := err == nil
 	if spare {
 		k++
 	}
@@ -188,7 +204,8 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 		for _, b := range bufs {
 			chunkPool.Put(&b)
 		}
-		s.downloads.Release(int64(k) * chunk)
+		lease.Release()
+		spareLease.Release()
 	}}
 }
 

@@ -126,6 +126,9 @@ func TestSystemRouteValidation(t *testing.T) {
 		}
 		return m
 	}
+	paper := func(name, host string) map[string]any {
+		return map[string]any{"name": name, "hostname": host, "username": e.srv.User, "private_key": string(e.srv.PrivateKeyPEM), "host_key": key[0]}
+	}
 	tests := []struct {
 		name   string
 		method string
@@ -144,6 +147,9 @@ func TestSystemRouteValidation(t *testing.T) {
 		{"unknown cipher", "POST", "/v1/systems", sys("m", "10.0.0.1", map[string]any{"ciphers": []string{"aes128-gcm@openssh.com", "none"}}), "ciphers"},
 		{"duplicate cipher", "POST", "/v1/systems", sys("m", "10.0.0.1", map[string]any{"ciphers": []string{"aes256-ctr", "aes256-ctr"}}), "ciphers"},
 		{"unknown kex", "PATCH", "/v1/systems/a", map[string]any{"kex": []string{"diffie-hellman-group-exchange-sha1-nope"}}, "kex"},
+		// The study's route registers systems too, through the same check.
+		{"study route, cloud metadata", "POST", "/sshapi/v2", paper("m", "169.254.169.254"), "hostname"},
+		{"study route, link-local v6", "POST", "/sshapi/v2", paper("m", "fe80::1"), "hostname"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sshapi/sshapi/internal/slot"
 )
 
 // Bounds on the work a submitted private key can cost. An encrypted OpenSSH key names its own
@@ -16,23 +18,24 @@ import (
 // about 0.1 s; x/crypto accepts up to 2048): without a cap and a bound on how many keys are
 // decrypted at once, a few requests could occupy every core.
 const (
-	defaultMaxKDFRounds  = 128
-	defaultKeyParseSlots = 2
-	defaultKeyParseWait  = 5 * time.Second
+	defaultMaxKDFRounds          = 128
+	defaultKeyParseSlots         = 2
+	defaultKeyParseSlotsPerOwner = 1
+	defaultKeyParseWait          = 5 * time.Second
 )
 
 // openSSHKeyMagic opens the binary body of an "OPENSSH PRIVATE KEY" block (PROTOCOL.key).
 const openSSHKeyMagic = "openssh-key-v1\x00"
 
 // checkedCredential parses a submitted credential like parseCredential, after refusing an
-// encrypted key whose KDF cost exceeds the configured cap, and holding one of the server-wide
-// key parsing slots while it runs.
-func (s *Server) checkedCredential(ctx context.Context, req putCredentialRequest) ([]byte, ssh.PublicKey, error) {
+// encrypted key whose KDF cost exceeds the configured cap, and holding one of the key parsing
+// slots (owner's share first, then the server's) while it runs.
+func (s *Server) checkedCredential(ctx context.Context, owner string, req putCredentialRequest) ([]byte, ssh.PublicKey, error) {
 	if rounds, ok := bcryptRounds([]byte(req.PrivateKey)); ok && rounds > uint64(s.cfg.MaxKDFRounds) {
 		return nil, nil, badField("private_key", "is encrypted with %d bcrypt KDF rounds; at most %d are accepted here (re-encrypt it: ssh-keygen -p -a %d -f KEY)",
 			rounds, s.cfg.MaxKDFRounds, min(100, s.cfg.MaxKDFRounds))
 	}
-	release, err := s.keyParseSlot(ctx)
+	release, err := s.keyParseSlot(ctx, owner)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -40,27 +43,26 @@ func (s *Server) checkedCredential(ctx context.Context, req putCredentialRequest
 	return parseCredential(req)
 }
 
-// keyParseSlot waits for one of the key parsing slots, as long as the request's deadline and the
-// configured wait allow. Without a slot it answers 503 with Retry-After.
-func (s *Server) keyParseSlot(ctx context.Context) (release func(), err error) {
-	select {
-	case s.keySlots <- struct{}{}:
-		return func() { <-s.keySlots }, nil
-	default:
-	}
+// keyParseSlot waits for one of owner's key parsing slots and then one of the server's, as long
+// as the request's deadline and the configured wait allow. Without a slot it answers 503 with
+// Retry-After, saying whether the caller's own keys or everyone's filled them.
+func (s *Server) keyParseSlot(ctx context.Context, owner string) (release func(), err error) {
 	wait, cancel := context.WithTimeout(ctx, s.cfg.KeyParseWait)
 	defer cancel()
-	select {
-	case s.keySlots <- struct{}{}:
-		return func() { <-s.keySlots }, nil
-	case <-wait.Done():
-		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, ctx.Err() // the client went away
-		}
-		e := errStatus(http.StatusServiceUnavailable, "too many private keys are being checked right now; retry shortly")
-		e.retryAfter = 1
-		return nil, e
+	l, err := s.keySlots.Acquire(wait, owner, 1)
+	if err == nil {
+		return l.Release, nil
 	}
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, ctx.Err() // the client went away
+	}
+	e := errStatus(http.StatusServiceUnavailable, "too many private keys are being checked right now; retry shortly")
+	if errors.Is(err, slot.ErrShare) {
+		e = errStatus(http.StatusServiceUnavailable, "%d of your private keys are already being checked (the limit per user); retry when they are done", s.keySlots.Share())
+	}
+	e.retryAfter = 1
+	e.err = err
+	return nil, e
 }
 
 // bcryptRounds reads the bcrypt-pbkdf round count from the header of an encrypted OpenSSH

@@ -5,14 +5,19 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sshapi/sshapi/internal/slot"
 )
 
 // withRounds returns an encrypted OpenSSH key whose header names the given bcrypt KDF rounds
@@ -84,18 +89,69 @@ func TestKeyParsingBounded(t *testing.T) {
 
 	t.Run("all slots busy", func(t *testing.T) {
 		e.api.cfg.KeyParseWait = 20 * time.Millisecond
-		for range cap(e.api.keySlots) {
-			e.api.keySlots <- struct{}{} // every slot held, as by slow decryptions
+		var held []*slot.Lease
+		for i := range e.api.keySlots.Capacity() { // every slot held, as by slow decryptions of others
+			l, err := e.api.keySlots.TryAcquire(fmt.Sprint("other", i), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, l)
 		}
 		r := put(string(normal), "pass")
 		if r.status != 503 || r.header.Get("Retry-After") == "" || r.header.Get("Content-Type") != "application/problem+json" {
 			t.Fatalf("with every slot busy: %d %v %s", r.status, r.header, r.body)
 		}
-		for range cap(e.api.keySlots) {
-			<-e.api.keySlots
+		for _, l := range held {
+			l.Release()
 		}
 		if r := put(string(normal), "pass"); r.status != 200 {
 			t.Fatalf("after the slots freed: %d %s", r.status, r.body)
 		}
 	})
+}
+
+// TestKeyParsingPerOwnerShare: bob keeping a dozen expensive key decryptions (128 KDF rounds,
+// the cap) in flight uses only his share of the key parsing slots, so alice's ordinary PUT
+// …/credential is served at once instead of queuing behind his and failing with 503.
+func TestKeyParsingPerOwnerShare(t *testing.T) {
+	e := newEnv(t)
+	e.register("alice", "hpc")
+	e.register("bob", "bhpc")
+	e.api.cfg.KeyParseWait = 2 * time.Second
+
+	keygen := func(rounds string) string {
+		f := filepath.Join(t.TempDir(), "id")
+		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-a", rounds, "-N", "pass", "-f", f).CombinedOutput(); err != nil {
+			t.Fatalf("ssh-keygen: %v: %s", err, out)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	slow, normal := keygen("128"), keygen("16")
+
+	var wg sync.WaitGroup
+	var bobBusy atomic.Int32
+	for range 12 {
+		wg.Go(func() {
+			r := e.do("bob", "PUT", "/v1/systems/bhpc/credential", map[string]any{"username": e.srv.User, "private_key": slow, "passphrase": "pass"})
+			if r.status == 503 {
+				bobBusy.Add(1)
+			} else if r.status != 200 {
+				t.Errorf("bob: %d %s", r.status, r.body)
+			}
+		})
+	}
+	defer wg.Wait()
+	time.Sleep(300 * time.Millisecond) // bob's requests are decrypting or waiting
+	start := time.Now()
+	r := e.do("alice", "PUT", "/v1/systems/hpc/credential", map[string]any{"username": e.srv.User, "private_key": normal, "passphrase": "pass"})
+	took := time.Since(start)
+	if r.status != 200 {
+		t.Fatalf("alice while bob saturates his share: %d %s (after %v)", r.status, r.body, took)
+	}
+	wg.Wait()
+	t.Logf("alice's PUT: %v; bob's PUTs refused with 503: %d of 12", took, bobBusy.Load())
 }

@@ -48,8 +48,9 @@ func (l *OwnerLimits) setDefaults() {
 
 // limits are the server's per-owner gates.
 type limits struct {
-	commands, streams, loads *ownerSlots
-	checks, credChecks       *keyedRate
+	commands, streams  *ownerSlots
+	checks, credChecks *keyedRate
+	maxLoadsPerOwner   int // the load runs' share of the server's (Server.loads)
 }
 
 func newLimits(cfg OwnerLimits) *limits {
@@ -57,9 +58,10 @@ func newLimits(cfg OwnerLimits) *limits {
 	return &limits{
 		commands:   &ownerSlots{what: "command requests", max: cfg.MaxCommandsPerOwner, retryAfter: 1},
 		streams:    &ownerSlots{what: "transfer event streams", max: cfg.MaxEventStreamsPerOwner, retryAfter: 15},
-		loads:      &ownerSlots{what: "load runs", max: cfg.MaxLoadsPerOwner, retryAfter: maxLoadDurationS},
 		checks:     newKeyedRate("credential checks", cfg.CredentialChecksPerMinute),
 		credChecks: newKeyedRate("checks of this credential", cfg.CredentialChecksPerMinutePerCredential),
+
+		maxLoadsPerOwner: cfg.MaxLoadsPerOwner,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/openloop"
+	"github.com/sshapi/sshapi/internal/slot"
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
 
@@ -61,18 +62,16 @@ func (s *Server) paperLoad(w http.ResponseWriter, r *http.Request) error {
 	}
 	req.Timeout = loadTimeout
 	req.MaxOutput = 4 << 10 // only the exit status counts: keep little of each of 256 outputs in flight
-	release, err := s.limits.loads.acquire(principal(r).User)
-	if err != nil {
-		return err
-	}
-	defer release()
-	select {
-	case s.loads <- struct{}{}:
-		defer func() { <-s.loads }()
-	default:
+	lease, err := s.loads.TryAcquire(principal(r).User, 1)
+	switch {
+	case errors.Is(err, slot.ErrShare):
+		return &httpError{status: http.StatusTooManyRequests, retryAfter: maxLoadDurationS,
+			detail: fmt.Sprintf("you already have %d load runs in progress (the limit per user); try again when one has finished", s.loads.Share())}
+	case err != nil:
 		return &httpError{status: http.StatusTooManyRequests, retryAfter: maxLoadDurationS,
 			detail: fmt.Sprintf("%d load runs are already in progress on this server; try again later", maxConcurrentLoads)}
 	}
+	defer lease.Release()
 	t, _, err := s.target(r.Context(), principal(r).User, body.Name)
 	if err != nil {
 		return err

@@ -2,8 +2,11 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sshapi/sshapi/internal/slot"
 )
 
 // TestLoadEndToEnd runs POST /sshapi/v2/load against the real test sshd through the pool.
@@ -85,14 +88,19 @@ func TestLoadEndToEnd(t *testing.T) {
 func TestLoadRunsAreBounded(t *testing.T) {
 	e := newEnv(t)
 	e.register("alice", "hpc")
-	for range cap(e.api.loads) { // the runs themselves would take seconds
-		e.api.loads <- struct{}{}
+	var held []*slot.Lease
+	for i := range e.api.loads.Capacity() { // the runs themselves would take seconds
+		l, err := e.api.loads.TryAcquire(fmt.Sprint("user", i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
 	}
 	r := e.do("alice", "POST", "/sshapi/v2/load", map[string]any{"name": "hpc", "command": "true", "rate": 10, "duration_s": 1})
 	if r.status != 429 || r.header.Get("Retry-After") == "" || r.header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("%d %v %s", r.status, r.header, r.body)
 	}
-	<-e.api.loads
+	held[0].Release()
 	r = e.do("alice", "POST", "/sshapi/v2/load", map[string]any{"name": "hpc", "command": "true", "rate": 10, "duration_s": 0.5})
 	if r.status != 200 {
 		t.Fatalf("with a free slot: %d %s", r.status, r.body)

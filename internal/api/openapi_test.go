@@ -30,7 +30,8 @@ type openapiResponse struct {
 var statusesWithoutProblem = map[string]bool{"412": true, "416": true}
 
 // documentedStatusErrors checks the document's responses against what the router and the handlers
-// do: every authenticated route documents 401 (with WWW-Authenticate); every route documents at
+// do: every authenticated route documents 401 (with WWW-Authenticate) and 403 (a user or system
+// an operator disabled; operators only); every route documents at
 // least one problem+json error; every error status other than ServeContent's is problem+json;
 // every JSON request body documents 400, 413 and 415 (decodeJSON); every 429 and 503 documents
 // Retry-After. It returns one line per violation.
@@ -93,6 +94,9 @@ func documentedStatusErrors(doc []byte, routes []route) ([]string, error) {
 			} else if _, ok := resolve(name+" 401", r).Headers["WWW-Authenticate"]; !ok {
 				errs = append(errs, name+": 401 does not document WWW-Authenticate")
 			}
+			if _, ok := op.Responses["403"]; !ok { // the operator's switch (Server.checkEnabled), operators-only
+				errs = append(errs, name+": authenticated route does not document 403")
+			}
 		}
 		if op.RequestBody != nil {
 			if _, ok := op.RequestBody.Content["application/json"]; ok {
@@ -127,6 +131,7 @@ paths:
         "200": {description: ok}
         "400": {$ref: "#/components/responses/Problem"}
         "401": {$ref: "#/components/responses/Unauthorized"}
+        "403": {$ref: "#/components/responses/Problem"}
         "413": {$ref: "#/components/responses/Problem"}
         "415": {$ref: "#/components/responses/Problem"}
         "503": {$ref: "#/components/responses/Unavailable"}
@@ -141,6 +146,7 @@ paths:
 	}{
 		{"valid", "", "", ""},
 		{"no 401", `        "401": {$ref: "#/components/responses/Unauthorized"}` + "\n", "", "POST /v1/things/{id}: authenticated route does not document 401"},
+		{"no 403", `        "403": {$ref: "#/components/responses/Problem"}` + "\n", "", "POST /v1/things/{id}: authenticated route does not document 403"},
 		{"401 without WWW-Authenticate", `"401": {$ref: "#/components/responses/Unauthorized"}`, `"401": {$ref: "#/components/responses/Problem"}`, "401 does not document WWW-Authenticate"},
 		{"public route without a problem", `        "500": {$ref: "#/components/responses/Problem"}` + "\n", "", "GET /healthz: documents no problem+json error response"},
 		{"error as JSON", `"400": {$ref: "#/components/responses/Problem"}`, `"400": {description: x, content: {application/json: {}}}`, "400 is not application/problem+json"},

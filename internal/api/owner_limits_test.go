@@ -69,29 +69,47 @@ func TestPerOwnerLimitsOverHTTP(t *testing.T) {
 	}
 
 	lim := e.api.limits
-	cases := []struct {
-		name         string
-		slots        *ownerSlots
-		method, path string
-		body         any
-		bobPath      string
-	}{
-		{"command", lim.commands, "POST", "/v1/systems/hpc/commands", map[string]any{"command": "true"}, ""},
-		{"fan-out command", lim.commands, "POST", "/v1/commands", map[string]any{"systems": []string{"hpc"}, "command": "true"}, ""},
-		{"study command", lim.commands, "POST", "/sshapi/v2/hpc", map[string]any{"command": "true"}, ""},
-		{"load run", lim.loads, "POST", "/sshapi/v2/load", map[string]any{"name": "hpc", "command": "true", "rate": 4, "duration_s": 0.5}, ""},
-		{"event stream", lim.streams, "GET", "/v1/transfers/" + id + "/events", nil, "/v1/transfers/" + bobID + "/events"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+	// fill takes all of alice's slots of one kind, returning what gives them back.
+	fill := func(slots *ownerSlots) func() []func() {
+		return func() []func() {
 			var held []func()
-			for range c.slots.max {
-				rel, err := c.slots.acquire("alice")
+			for range slots.max {
+				rel, err := slots.acquire("alice")
 				if err != nil {
 					t.Fatal(err)
 				}
 				held = append(held, rel)
 			}
+			return held
+		}
+	}
+	fillLoads := func() []func() {
+		var held []func()
+		for range e.api.loads.Share() {
+			l, err := e.api.loads.TryAcquire("alice", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, l.Release)
+		}
+		return held
+	}
+	cases := []struct {
+		name         string
+		fill         func() []func()
+		method, path string
+		body         any
+		bobPath      string
+	}{
+		{"command", fill(lim.commands), "POST", "/v1/systems/hpc/commands", map[string]any{"command": "true"}, ""},
+		{"fan-out command", fill(lim.commands), "POST", "/v1/commands", map[string]any{"systems": []string{"hpc"}, "command": "true"}, ""},
+		{"study command", fill(lim.commands), "POST", "/sshapi/v2/hpc", map[string]any{"command": "true"}, ""},
+		{"load run", fillLoads, "POST", "/sshapi/v2/load", map[string]any{"name": "hpc", "command": "true", "rate": 4, "duration_s": 0.5}, ""},
+		{"event stream", fill(lim.streams), "GET", "/v1/transfers/" + id + "/events", nil, "/v1/transfers/" + bobID + "/events"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			held := c.fill()
 			if r := e.do("alice", c.method, c.path, c.body); !is429(r) {
 				t.Fatalf("alice over her limit: %d %v %s, want 429 problem with Retry-After", r.status, r.header, r.body)
 			}

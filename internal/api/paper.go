@@ -68,11 +68,11 @@ func (s *Server) paperCreate(w http.ResponseWriter, r *http.Request) error {
 	if req.HostKey != "" {
 		sys.HostKeys = []string{req.HostKey}
 	}
-	if err := validateSystem(sys); err != nil {
+	if err := s.checkSystem(r.Context(), sys); err != nil {
 		return renameFields(err, map[string]string{"id": "name", "host": "hostname", "host_keys": "host_key"})
 	}
 	cr := putCredentialRequest{Username: req.Username, PrivateKey: req.PrivateKey, Passphrase: req.Passphrase}
-	if _, _, err := s.checkedCredential(r.Context(), cr); err != nil { // validate before creating anything
+	if _, _, err := s.checkedCredential(r.Context(), owner, cr); err != nil { // validate before creating anything
 		return err
 	}
 	if err := s.deps.Store.CreateSystem(r.Context(), sys); err != nil {

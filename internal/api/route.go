@@ -44,6 +44,17 @@ func checkAlgorithms(field string, names, known []string) error {
 	return nil
 }
 
+// checkSystem is the one registration check of a system's definition, on every route that
+// creates or changes one (POST and PATCH /v1/systems, POST /sshapi/v2): its fields
+// (validateSystem, which fills defaults) and how it will be reached (checkRoute: the jump
+// chain, and the network policy for its host).
+func (s *Server) checkSystem(ctx context.Context, sys *store.System) error {
+	if err := validateSystem(sys); err != nil {
+		return err
+	}
+	return s.checkRoute(ctx, sys)
+}
+
 // checkRoute checks how sys will be reached (jump chain, network policy); see
 // access.CheckRoute.
 func (s *Server) checkRoute(ctx context.Context, sys *store.System) error {

@@ -243,6 +243,11 @@ func (s *Server) wrap(rt route) http.Handler {
 			}
 			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
 			s.access.Remember(r.Context(), p)
+			if err := s.checkEnabled(rt, r); err != nil {
+				writeProblem(sw, r, s.problemFor(r, err))
+				s.observe(rt, r, sw, start, p.User)
+				return
+			}
 		}
 		if strings.HasSuffix(rt.pattern, "{path...}") && strings.ContainsRune(r.PathValue("path"), 0) {
 			writeProblem(sw, r, s.problemFor(r, badField("path", "must not contain NUL bytes")))
@@ -261,6 +266,30 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		s.observe(rt, r, sw, start, principal(r).User)
 	})
+}
+
+// checkEnabled refuses, before any handler runs, every request of a user an operator disabled
+// and every request naming one of the caller's own systems that an operator disabled (403
+// naming the switch), management routes included. The operators' own routes (/v1/admin) are
+// not refused. Other users' systems ("{owner}:{id}") are judged by the access layer with the
+// grant. Links (public routes) are decided by the access layer too.
+func (s *Server) checkEnabled(rt route, r *http.Request) error {
+	if strings.HasPrefix(rt.pattern, "/v1/admin/") {
+		return nil
+	}
+	var ref string
+	switch {
+	case strings.HasPrefix(rt.pattern, "/v1/systems/{id}"):
+		ref = r.PathValue("id")
+	case rt.pattern == "/sshapi/v2/{name}":
+		ref = r.PathValue("name")
+	}
+	caller := principal(r).User
+	err := s.access.CheckEnabled(r.Context(), caller, ref)
+	if ref != "" {
+		noteRefusal(r.Context(), caller, ref, err)
+	}
+	return err
 }
 
 // streamsBody reports whether a route reads a large body itself (uploads); those are not capped.
@@ -311,7 +340,7 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	}
 	switch {
 	case errors.Is(err, files.ErrOutsideRoot):
-		return Problem{Status: http.StatusForbidden, Detail: err.Error()}
+		return Problem{Status: http.StatusForbidden, Detail: outsideDetail(r, err)}
 	case errors.Is(err, files.ErrChecksumMismatch):
 		return Problem{Status: http.StatusUnprocessableEntity, Title: "Checksum mismatch", Detail: err.Error() + " (nothing was written)"}
 	case errors.Is(err, files.ErrNoSpace):
@@ -361,6 +390,22 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	}
 	s.log.Error("internal error", "path", redactPath(r.URL.Path), "err", err)
 	return Problem{Status: http.StatusInternalServerError, Detail: "internal error; see the server log"}
+}
+
+// outsideDetail is the detail of a path refused for leaving its confinement. Only the owner,
+// on their own system, is told where it led (the canonical path, e.g. a symlink's target);
+// anyone acting through a grant or a link learns only that it is outside what is shared, never
+// a path of the owner's outside it.
+func outsideDetail(r *http.Request, err error) string {
+	if n := noteOf(r); n != nil {
+		n.mu.Lock()
+		own := n.systemOwner != "" && n.linkID == "" && n.systemOwner == principal(r).User
+		n.mu.Unlock()
+		if own {
+			return err.Error()
+		}
+	}
+	return "the path is outside the path shared with you"
 }
 
 func isFileError(err error) bool {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/auth"
@@ -16,12 +18,18 @@ import (
 	"github.com/sshapi/sshapi/internal/files"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
+	"github.com/sshapi/sshapi/internal/slot"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
 // Config holds the HTTP layer's settings.
 type Config struct {
+	// PublicURL is the service's address as its clients reach it ("https://hpc-api.example" or
+	// with a path prefix, "https://gw.example/sshapi"): the base of the URLs it hands out (a
+	// link's url). When it is unset the service's listen address is used; the request's Host
+	// header never is.
+	PublicURL string `yaml:"public_url" env:"PUBLIC_URL"`
 	// MaxBodyBytes caps JSON request bodies (default 1 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes" env:"MAX_BODY_BYTES"`
 	// MaxFanout caps how many systems one POST /v1/commands runs on at once (default 32).
@@ -31,6 +39,9 @@ type Config struct {
 	// KeyParseSlots bounds how many submitted private keys are parsed or decrypted at once,
 	// server-wide (default 2).
 	KeyParseSlots int `yaml:"key_parse_slots" env:"KEY_PARSE_SLOTS"`
+	// KeyParseSlotsPerOwner is one user's share of KeyParseSlots (default 1): a user's further
+	// keys wait for that user's own slot, so they never hold the others.
+	KeyParseSlotsPerOwner int `yaml:"key_parse_slots_per_owner" env:"KEY_PARSE_SLOTS_PER_OWNER"`
 	// KeyParseWait bounds the wait for a key parsing slot before 503 (default 5s).
 	KeyParseWait time.Duration `yaml:"key_parse_wait" env:"KEY_PARSE_WAIT"`
 	// OwnerLimits are each user's shares (see limits.go).
@@ -57,6 +68,9 @@ type Config struct {
 	// DownloadBufferBudgetBytes is the memory all download buffers may hold at once; further
 	// downloads wait for a buffer (default 64 MiB, i.e. 64 concurrent downloads).
 	DownloadBufferBudgetBytes int64 `yaml:"download_buffer_budget_bytes" env:"DOWNLOAD_BUFFER_BUDGET_BYTES"`
+	// DownloadBufferBudgetPerOwnerBytes is one user's share of DownloadBufferBudgetBytes
+	// (default half of it): a user's further downloads wait for that user's own buffers.
+	DownloadBufferBudgetPerOwnerBytes int64 `yaml:"download_buffer_budget_per_owner_bytes" env:"DOWNLOAD_BUFFER_BUDGET_PER_OWNER_BYTES"`
 	// StripeMinBytes: a download or upload (by Content-Length) at least this large is striped
 	// over several SFTP channels when the measured RTT calls for more than one (default 16 MiB).
 	// Its chunk buffers (two per channel, DownloadBufferBytes each) come from the download
@@ -94,6 +108,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.UploadIdleTimeout, 60*time.Second)
 	setDefault(&c.DownloadBufferBytes, 1<<20)
 	setDefault(&c.DownloadBufferBudgetBytes, 64<<20)
+	setDefault(&c.DownloadBufferBudgetPerOwnerBytes, max(c.DownloadBufferBudgetBytes/2, int64(c.DownloadBufferBytes)))
 	setDefault(&c.StripeMinBytes, 16<<20)
 	setDefault(&c.StripeMaxChannels, 8)
 	setDefault(&c.StripeMinRTT, 5*time.Millisecond)
@@ -121,6 +136,15 @@ func (c Config) Validate() error {
 	}
 	if int64(c.DownloadBufferBytes) > c.DownloadBufferBudgetBytes {
 		return fmt.Errorf("http: download_buffer_bytes (%d) must not exceed download_buffer_budget_bytes (%d)", c.DownloadBufferBytes, c.DownloadBufferBudgetBytes)
+	}
+	if int64(c.DownloadBufferBytes) > c.DownloadBufferBudgetPerOwnerBytes || c.DownloadBufferBudgetPerOwnerBytes > c.DownloadBufferBudgetBytes {
+		return fmt.Errorf("http: download_buffer_budget_per_owner_bytes (%d) must be between download_buffer_bytes (%d) and download_buffer_budget_bytes (%d)", c.DownloadBufferBudgetPerOwnerBytes, c.DownloadBufferBytes, c.DownloadBufferBudgetBytes)
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("http: public_url %q must be an absolute http or https URL without user, query or fragment", c.PublicURL)
+		}
 	}
 	if c.ListMaxWindow > files.MaxRecursiveEntries {
 		return fmt.Errorf("http: list_max_window must be at most %d", files.MaxRecursiveEntries)
@@ -175,15 +199,34 @@ type Server struct {
 
 	access *access.Resolver
 
-	loads chan struct{} // one token per POST /sshapi/v2/load allowed to run at once
+	loads *slot.Pool // POST /sshapi/v2/load runs, with each user's share
 
 	homes homeCache // remote home directories by pool key, so a file request needs no getwd
 
-	keySlots  chan struct{}       // one token per submitted private key being parsed (keyparse.go)
-	outputs   *command.Budget     // buffered command output, server-wide
-	downloads *semaphore.Weighted // download read-ahead buffers, in bytes
-	dlBufs    sync.Pool           // *bufio.Reader of DownloadBufferBytes
-	limits    *limits             // per-owner shares
+	keySlots  *slot.Pool      // submitted private keys being parsed, with each user's share (keyparse.go)
+	outputs   *command.Budget // buffered command output, server-wide
+	downloads *slot.Pool      // download read-ahead buffers, in bytes, with each user's share
+	dlBufs    sync.Pool       // *bufio.Reader of DownloadBufferBytes
+	limits    *limits         // per-owner shares
+
+	listenURL atomic.Pointer[string] // the base of handed-out URLs when Config.PublicURL is unset
+}
+
+// SetListenURL sets the base of the URLs the server hands out (a link's url) when
+// Config.PublicURL is unset: the service calls it with the address it listens on
+// ("http://127.0.0.1:8080").
+func (s *Server) SetListenURL(u string) { s.listenURL.Store(&u) }
+
+// publicURL is the base of handed-out URLs, without a trailing slash: Config.PublicURL, or the
+// listen address, or "" (the URL is then a path) when neither is known.
+func (s *Server) publicURL() string {
+	if s.cfg.PublicURL != "" {
+		return strings.TrimSuffix(s.cfg.PublicURL, "/")
+	}
+	if u := s.listenURL.Load(); u != nil {
+		return strings.TrimSuffix(*u, "/")
+	}
+	return ""
 }
 
 // New builds a Server.
@@ -192,6 +235,7 @@ func New(cfg Config, d Deps) *Server {
 	if cfg.Validate() != nil { // contradictory limits: keep the budgets, shrink what must fit
 		cfg.CommandMaxOutputBytes = min(cfg.CommandMaxOutputBytes, cfg.CommandOutputBudgetBytes/2)
 		cfg.DownloadBufferBytes = int(min(int64(cfg.DownloadBufferBytes), cfg.DownloadBufferBudgetBytes))
+		cfg.DownloadBufferBudgetPerOwnerBytes = min(max(cfg.DownloadBufferBudgetPerOwnerBytes, int64(cfg.DownloadBufferBytes)), cfg.DownloadBufferBudgetBytes)
 		cfg.ListMaxWindow = min(cfg.ListMaxWindow, files.MaxRecursiveEntries)
 	}
 	if cfg.MaxKDFRounds <= 0 {
@@ -199,6 +243,9 @@ func New(cfg Config, d Deps) *Server {
 	}
 	if cfg.KeyParseSlots <= 0 {
 		cfg.KeyParseSlots = defaultKeyParseSlots
+	}
+	if cfg.KeyParseSlotsPerOwner <= 0 {
+		cfg.KeyParseSlotsPerOwner = defaultKeyParseSlotsPerOwner
 	}
 	if cfg.KeyParseWait <= 0 {
 		cfg.KeyParseWait = defaultKeyParseWait
@@ -212,15 +259,16 @@ func New(cfg Config, d Deps) *Server {
 	if d.Gatherer == nil {
 		d.Gatherer = d.Registry
 	}
-	s := &Server{cfg: cfg, deps: d, log: d.Log, loads: make(chan struct{}, maxConcurrentLoads),
+	s := &Server{cfg: cfg, deps: d, log: d.Log,
 		outputs:   command.NewBudget(cfg.CommandOutputBudgetBytes),
-		downloads: semaphore.NewWeighted(cfg.DownloadBufferBudgetBytes)}
-	s.keySlots = make(chan struct{}, cfg.KeyParseSlots)
+		downloads: slot.New(cfg.DownloadBufferBudgetBytes, cfg.DownloadBufferBudgetPerOwnerBytes),
+		keySlots:  slot.New(int64(cfg.KeyParseSlots), int64(cfg.KeyParseSlotsPerOwner))}
 	s.access = d.Access
 	if s.access == nil {
 		s.access = access.New(access.Config{}, access.Deps{Store: d.Store, Keyring: d.Keyring, Network: d.Network, Log: d.Log})
 	}
 	s.limits = newLimits(cfg.OwnerLimits)
+	s.loads = slot.New(maxConcurrentLoads, int64(s.limits.maxLoadsPerOwner))
 	s.reqDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sshapi_http_request_duration_seconds",
 		Help:    "HTTP request latency by route and status code.",

@@ -8,7 +8,6 @@ import (
 
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/confine"
-	"github.com/sshapi/sshapi/internal/forwarded"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -218,7 +217,7 @@ func (s *Server) createLink(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	j := toLinkJSON(l)
-	j.URL = forwarded.Scheme(r) + "://" + r.Host + "/v1/links/" + token // shown once; only its hash is kept
+	j.URL = s.publicURL() + "/v1/links/" + token // shown once; only its hash is kept. Never from the request's Host header.
 	noteLink(r, sys, l.ID, p)
 	w.Header().Set("Location", "/v1/systems/"+sys.ID+"/links/"+l.ID)
 	writeJSON(w, http.StatusCreated, j)

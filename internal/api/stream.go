@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sshapi/sshapi/internal/slot"
 )
 
 // deadlineWriter writes a streamed response with a deadline on every write: StreamWriteTimeout
@@ -132,6 +134,9 @@ func errBusy(what string, err error) error {
 		return err
 	}
 	e := errStatus(http.StatusServiceUnavailable, "%s: the server is at its configured limit; retry later", what)
+	if errors.Is(err, slot.ErrShare) {
+		e = errStatus(http.StatusServiceUnavailable, "%s: your requests hold your whole share (per user); retry when one has finished", what)
+	}
 	e.retryAfter = 5
 	e.err = err
 	return e

@@ -173,6 +173,7 @@ func TestStripedUploadAborted(t *testing.T) {
 func TestStripedDownloadBudget(t *testing.T) {
 	cfg := stripeConfig()
 	cfg.DownloadBufferBudgetBytes = 4 * int64(cfg.DownloadBufferBytes)
+	cfg.DownloadBufferBudgetPerOwnerBytes = cfg.DownloadBufferBudgetBytes // one user here
 	cfg.BudgetWait = 300 * time.Millisecond
 	cfg.StreamWriteTimeout = time.Second
 	e := newEnvConfig(t, cfg, nil)

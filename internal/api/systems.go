@@ -127,10 +127,7 @@ func (s *Server) createSystem(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sys := req.system(principal(r).User)
-	if err := validateSystem(sys); err != nil {
-		return err
-	}
-	if err := s.checkRoute(r.Context(), sys); err != nil {
+	if err := s.checkSystem(r.Context(), sys); err != nil {
 		return err
 	}
 	if err := s.deps.Store.CreateSystem(r.Context(), sys); err != nil {
@@ -248,10 +245,7 @@ func (s *Server) applyPatch(r *http.Request, req patchSystemRequest) (*store.Sys
 	if req.MaxSessions != nil {
 		sys.MaxSessions = *req.MaxSessions
 	}
-	if err := validateSystem(sys); err != nil {
-		return nil, err
-	}
-	if err := s.checkRoute(r.Context(), sys); err != nil {
+	if err := s.checkSystem(r.Context(), sys); err != nil {
 		return nil, err
 	}
 	if err := s.deps.Store.UpdateSystem(r.Context(), sys); err != nil {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -162,6 +163,16 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	s.ln = ln
+	if s.cfg.HTTP.PublicURL == "" {
+		scheme := "http"
+		if s.cert != nil {
+			scheme = "https"
+		}
+		s.api.SetListenURL(scheme + "://" + ln.Addr().String())
+		if ap, err := netip.ParseAddrPort(ln.Addr().String()); err != nil || !ap.Addr().IsLoopback() {
+			s.log.Warn("http.public_url is not set: links carry the listen address; set it to the address clients use", "addr", ln.Addr().String())
+		}
+	}
 	s.http, err = s.httpServer()
 	if err != nil {
 		ln.Close()
