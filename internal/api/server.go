@@ -203,6 +203,8 @@ type Server struct {
 
 	homes homeCache // remote home directories by pool key, so a file request needs no getwd
 
+	tools toolsCache // what checksums learned of each server's openssl, by pool key
+
 	keySlots  *slot.Pool      // submitted private keys being parsed, with each user's share (keyparse.go)
 	outputs   *command.Budget // buffered command output, server-wide
 	downloads *slot.Pool      // download read-ahead buffers, in bytes, with each user's share
