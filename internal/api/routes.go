@@ -353,7 +353,7 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		if !errors.Is(err, command.ErrNotStarted) {
 			d += " (the command may have run; it was not retried)"
 		}
-		return Problem{Status: http.StatusBadGateway, Title: "SSH connection lost", Detail: d}
+		return Problem{Status: http.StatusBadGateway, Title: "SSH connection lost", Detail: d, retryAfter: 2}
 	case errors.Is(err, context.Canceled):
 		return Problem{Status: 499, Title: "Client Closed Request", Detail: "the request was canceled"}
 	case errors.Is(err, context.DeadlineExceeded):
