@@ -342,7 +342,10 @@ func (r *run) round(ctx context.Context, pending []*Item) error {
 	}
 	release, err := r.hold(ctx)
 	if err != nil {
-		return err
+		// Others hold the shared files (a move waiting, say): this round is skipped, the items
+		// stay pending, and the next round comes after the usual backoff.
+		r.setLastErr(fmt.Errorf("waiting for the shared files: %w", err))
+		return nil
 	}
 	defer release()
 	for _, s := range r.streams {
