@@ -102,7 +102,9 @@ func put(t *testing.T, b storage.Backend, p string, content []byte, overwrite bo
 		}
 		part := content[start : start+sizes[i]]
 		sum := sha256.Sum256(part)
-		wg.Go(func() { errs[i] = up.WritePart(ctx, i+1, int64(start), bytes.NewReader(part), int64(len(part)), sum[:]) })
+		wg.Go(func() {
+			errs[i] = up.WritePart(ctx, i+1, int64(start), bytes.NewReader(part), int64(len(part)), sum[:])
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
