@@ -139,6 +139,9 @@ type UploadOptions struct {
 	Size int64
 	// Overwrite allows replacing an existing file at the path.
 	Overwrite bool
+	// Parents makes missing parent directories. Without it a backend with Directories refuses
+	// a missing parent with fs.ErrNotExist; a backend without them has no parents to miss.
+	Parents bool
 }
 
 // Upload is a write in progress at one path. Parts are numbered from 1 and laid out in number

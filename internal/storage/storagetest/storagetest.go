@@ -38,6 +38,7 @@ func Run(t *testing.T, h Harness) {
 		{"StatMissing", testStatMissing},
 		{"UploadParts", testUploadParts},
 		{"UploadEmpty", testUploadEmpty},
+		{"Parents", testParents},
 		{"AbortLeavesNothing", testAbort},
 		{"CorruptPartRefused", testCorruptPart},
 		{"Overwrite", testOverwrite},
@@ -88,7 +89,7 @@ func partSizes(b storage.Backend, n int) []int {
 func put(t *testing.T, b storage.Backend, p string, content []byte, overwrite bool) (*storage.Entry, error) {
 	t.Helper()
 	ctx := t.Context()
-	up, err := b.Create(ctx, p, storage.UploadOptions{Size: int64(len(content)), Overwrite: overwrite})
+	up, err := b.Create(ctx, p, storage.UploadOptions{Size: int64(len(content)), Overwrite: overwrite, Parents: true})
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +143,30 @@ func testCapabilities(t *testing.T, b storage.Backend) {
 	}
 	if c.MaxPartSize != 0 && c.MinPartSize > c.MaxPartSize {
 		t.Fatalf("min part %d > max part %d", c.MinPartSize, c.MaxPartSize)
+	}
+}
+
+// testParents: with Directories, a missing parent is refused unless Parents asks for it.
+func testParents(t *testing.T, b storage.Backend) {
+	ctx := t.Context()
+	up, err := b.Create(ctx, "/no/parent", storage.UploadOptions{Size: 0})
+	if b.Capabilities().Can(storage.Directories) {
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("create below a missing directory: %v, want fs.ErrNotExist", err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	} else if err := up.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if up, err = b.Create(ctx, "/no/parent", storage.UploadOptions{Size: 0, Parents: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := b.Stat(ctx, "/no"); err != nil || e.Type != storage.TypeDir {
+		t.Fatalf("parent after create with Parents: %+v %v", e, err)
 	}
 }
 
