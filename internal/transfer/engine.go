@@ -108,8 +108,9 @@ type Config struct {
 	MaxQueuedPerOwner int `yaml:"max_queued_per_owner" env:"MAX_QUEUED_PER_OWNER"`
 	// MinRate is the slowest a run may copy, in bytes/s averaged over MinRateWindow of copying
 	// (1024 bytes/s over 10m); a slower run goes back to the queue to retry on new channels,
-	// SlowRetries times (2), and then the transfer fails. A negative MinRate disables the check,
-	// a negative SlowRetries fails at once.
+	// SlowRetries times (2), and then the transfer fails. Slow runs are counted in the transfer's
+	// row over its whole life, so a restart or another instance continues the count. A negative
+	// MinRate disables the check, a negative SlowRetries fails at once.
 	MinRate       float64       `yaml:"min_rate" env:"MIN_RATE"`
 	MinRateWindow time.Duration `yaml:"min_rate_window" env:"MIN_RATE_WINDOW"`
 	SlowRetries   int           `yaml:"slow_retries" env:"SLOW_RETRIES"`
@@ -191,9 +192,8 @@ type Engine struct {
 	instance string // lease owner name of this process
 	metrics  *metrics
 
-	mu       sync.Mutex
-	runs     map[string]*run
-	slowRuns map[string]int // transfer id -> runs that ended too slow
+	mu   sync.Mutex
+	runs map[string]*run
 
 	closing     chan struct{} // closed when the engine begins to shut down
 	closingOnce sync.Once
