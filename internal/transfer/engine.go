@@ -117,6 +117,16 @@ type Config struct {
 	// DBConns caps this instance's connections to PostgreSQL for transfers and River (16); the
 	// store has its own pool. SQLite uses one connection.
 	DBConns int `yaml:"db_conns" env:"DB_CONNS"`
+	// MaxPlanItems caps the items (files, directories, symlinks) one transfer's plan may hold
+	// (1,000,000), and MaxPlanPathBytes the bytes of their source and destination paths
+	// together (256 MiB): the plan is built in memory and stored whole. A source tree beyond
+	// either fails the transfer, naming the limit, before anything is copied.
+	MaxPlanItems     int   `yaml:"max_plan_items" env:"MAX_PLAN_ITEMS"`
+	MaxPlanPathBytes int64 `yaml:"max_plan_path_bytes" env:"MAX_PLAN_PATH_BYTES"`
+	// HelperOutputBytes caps what is kept of the stdout and of the stderr of each helper
+	// command a transfer runs on a server (a sha256 or cp batch) (1 MiB). A command printing
+	// more fails, naming the limit, rather than being judged on cut output.
+	HelperOutputBytes int64 `yaml:"helper_output_bytes" env:"HELPER_OUTPUT_BYTES"`
 }
 
 func (c *Config) setDefaults() {
@@ -153,6 +163,13 @@ func (c *Config) setDefaults() {
 		c.MinRate = 1024
 	}
 	defd(&c.MinRateWindow, 10*time.Minute)
+	def(&c.MaxPlanItems, 1_000_000)
+	if c.MaxPlanPathBytes <= 0 {
+		c.MaxPlanPathBytes = 256 << 20
+	}
+	if c.HelperOutputBytes <= 0 {
+		c.HelperOutputBytes = 1 << 20
+	}
 	if c.SlowRetries == 0 {
 		c.SlowRetries = 2
 	}
