@@ -140,6 +140,13 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 	}
 }
 
+// BudgetBytes is the memory the HTTP layer's byte budgets may hold at once with this
+// configuration: buffered command output and download (and striped upload) buffers.
+func (c Config) BudgetBytes() int64 {
+	c = c.withDefaults()
+	return c.CommandOutputBudgetBytes + c.DownloadBufferBudgetBytes
+}
+
 // Validate checks limits that contradict each other.
 func (c Config) Validate() error {
 	c = c.withDefaults()

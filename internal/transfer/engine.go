@@ -175,6 +175,15 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// BufferBytes is the most memory the engine's copy buffers may hold with this configuration:
+// every worker running a transfer on its most streams (or small files at once), each with
+// blocksInFlight blocks of blockSize and its source channel's 2 MiB receive window full.
+func (c Config) BufferBytes() int64 {
+	c.setDefaults()
+	perRun := int64(max(c.MaxStreams, MaxStreams, c.SmallFileConcurrency))
+	return int64(c.Workers) * perRun * (blocksInFlight*blockSize + channelWindow)
+}
+
 // Deps are the engine's collaborators.
 type Deps struct {
 	// DB holds the transfer tables and River's (OpenSQLite, OpenPostgres). The engine does
