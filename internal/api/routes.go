@@ -261,7 +261,10 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.observe(rt, r, sw, start, principal(r).User)
 			return
 		}
-		if r.Body != nil && !s.streamsBody(rt) {
+		if s.streamsBody(rt) {
+			s.limitBodyRate(sw, r, s.cfg.UploadIdleTimeout)
+		} else if r.Body != nil {
+			s.limitBodyRate(sw, r, 0)
 			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
 		}
 		if err := rt.h(sw, r); err != nil {

@@ -113,7 +113,7 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	stopHB()
 	<-hbDone
 	r.closeStreams()
-	return r.slowDone(r.conclude(parent, err))
+	return r.conclude(parent, err)
 }
 
 // conclude records how the run ended.
