@@ -188,7 +188,19 @@ func (r *run) finishDirs(ctx context.Context) {
 		r.e.log.Warn("transfer: setting directory modes", "id", r.t.ID, "err", err)
 		return
 	}
+	// chmod follows a symlink: under the guard, each directory is judged afresh first, so a
+	// directory swapped for a link since it was made cannot lead the chmod out of the root.
+	release, err := r.hold(ctx)
+	if err != nil {
+		r.e.log.Warn("transfer: setting directory modes", "id", r.t.ID, "err", err)
+		return
+	}
+	defer release()
 	for _, it := range dirs {
+		if err := r.dstRoot.Check(ctx, dc, it.Destination, true); err != nil {
+			r.e.log.Warn("transfer: setting directory mode", "id", r.t.ID, "dir", it.Destination, "err", err)
+			continue
+		}
 		if err := dc.Chmod(it.Destination, os.FileMode(it.mode)); err != nil {
 			r.e.log.Warn("transfer: setting directory mode", "id", r.t.ID, "dir", it.Destination, "err", err)
 		}

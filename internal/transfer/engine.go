@@ -127,6 +127,13 @@ type Config struct {
 	// command a transfer runs on a server (a sha256 or cp batch) (1 MiB). A command printing
 	// more fails, naming the limit, rather than being judged on cut output.
 	HelperOutputBytes int64 `yaml:"helper_output_bytes" env:"HELPER_OUTPUT_BYTES"`
+	// SharedChunkItems and SharedChunkBytes cut a round of a transfer with a shared end into
+	// chunks of at most this many items and bytes (1,000, 256 MiB; a larger file is a chunk of
+	// its own). The run holds the owner's guard (see access.Decision.Hold) for one chunk at a
+	// time and checks the chunk's paths afresh each time, so others' moves wait for a chunk, not
+	// for the whole transfer.
+	SharedChunkItems int   `yaml:"shared_chunk_items" env:"SHARED_CHUNK_ITEMS"`
+	SharedChunkBytes int64 `yaml:"shared_chunk_bytes" env:"SHARED_CHUNK_BYTES"`
 }
 
 func (c *Config) setDefaults() {
@@ -169,6 +176,10 @@ func (c *Config) setDefaults() {
 	}
 	if c.HelperOutputBytes <= 0 {
 		c.HelperOutputBytes = 1 << 20
+	}
+	def(&c.SharedChunkItems, 1000)
+	if c.SharedChunkBytes <= 0 {
+		c.SharedChunkBytes = 256 << 20
 	}
 	if c.SlowRetries == 0 {
 		c.SlowRetries = 2

@@ -3,6 +3,7 @@ package transfer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sshapi/sshapi/internal/guard"
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -84,5 +86,91 @@ func TestRunWaitsForTheGuard(t *testing.T) {
 	}
 	if !strings.Contains(linkErr, "not recreated in a destination shared with you") {
 		t.Fatalf("symlink item error %q", linkErr)
+	}
+}
+
+// TestSharedRunHoldsPerChunk: a run into a shared destination holds the owner's guard one chunk
+// at a time and gives it back in between, so a move by someone else could run there: at each of
+// the run's holds an exclusive hold (a move) is had at once.
+func TestSharedRunHoldsPerChunk(t *testing.T) {
+	cfg := testConfig()
+	cfg.SharedChunkItems = 5
+	h := newHarness(t, cfg)
+	a := sshtest.New(t, sshtest.Options{})
+	h.sys.add("alice", "a", a, "")
+	h.sys.add("alice", "shared", a, "")
+	g := guard.New(guard.Config{Wait: 5 * time.Second}, nil)
+	var holds, movesRefused atomic.Int64
+	h.sys.mu.Lock()
+	s := h.sys.m["alice/shared"]
+	s.HoldKey = "bob"
+	s.Hold = func(ctx context.Context) (func(), error) {
+		holds.Add(1)
+		mctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		move, err := g.Hold(mctx, "bob", "carol", true)
+		cancel()
+		if err != nil {
+			movesRefused.Add(1)
+		} else {
+			move()
+		}
+		return g.Hold(ctx, "bob", "alice", false)
+	}
+	h.sys.m["alice/shared"] = s
+	h.sys.mu.Unlock()
+	dir := a.MkTemp(t)
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{dir, src}
+	for i := range 40 {
+		p := filepath.Join(src, fmt.Sprintf("f%02d", i))
+		randomFile(t, p, 4096, uint64(i))
+		paths = append(paths, p)
+	}
+	owned(t, a, paths...)
+	tr := h.submit("alice", Request{Recursive: true, Source: Endpoint{System: "a", Path: src},
+		Destination: Endpoint{System: "shared", Path: filepath.Join(dir, "dst")}})
+	got := h.wait("alice", tr.ID, time.Minute, func(t *Transfer) bool { return t.Status.Terminal() })
+	if got.Status != StatusSucceeded || got.FilesDone != 40 {
+		t.Fatalf("transfer: %s, %d files done, %s", got.Status, got.FilesDone, got.Error)
+	}
+	// 41 items in chunks of 5: at least 9 holds for the round, besides planning.
+	if n := holds.Load(); n < 10 {
+		t.Fatalf("%d holds for 41 items in chunks of 5", n)
+	}
+	if n := movesRefused.Load(); n != 0 {
+		t.Fatalf("%d of %d moves could not be had between the run's holds", n, holds.Load())
+	}
+}
+
+func TestChunks(t *testing.T) {
+	items := func(sizes ...int64) []*Item {
+		var out []*Item
+		for _, s := range sizes {
+			out = append(out, &Item{Size: s})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		sizes []int64
+		n     int
+		b     int64
+		want  []int
+	}{
+		{nil, 3, 10, nil},
+		{[]int64{1, 1, 1, 1, 1, 1, 1}, 3, 100, []int{3, 3, 1}},
+		{[]int64{4, 4, 4, 4}, 10, 8, []int{2, 2}},
+		{[]int64{1, 100, 1}, 10, 8, []int{1, 1, 1}},
+		{[]int64{0, 0, 5, 5}, 10, 5, []int{3, 1}},
+	} {
+		var got []int
+		for _, ch := range chunks(items(c.sizes...), c.n, c.b) {
+			got = append(got, len(ch))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("chunks(%v, %d, %d) = %v, want %v", c.sizes, c.n, c.b, got, c.want)
+		}
 	}
 }

@@ -335,22 +335,58 @@ func (r *run) execute(ctx context.Context) error {
 }
 
 // round tries every pending item once: directories, symlinks, the sync check, then the files.
-// Every item is first checked against both systems' root directories.
+// Every item is first checked against both systems' root directories. With a shared end the
+// round goes chunk by chunk (see Config.SharedChunkItems), each under a hold of its own.
 func (r *run) round(ctx context.Context, pending []*Item) error {
 	if err := r.recheck(ctx); err != nil {
 		return err
 	}
+	for _, s := range r.streams {
+		s.revive()
+	}
+	if r.src.Hold == nil && r.dst.Hold == nil {
+		return r.roundChunk(ctx, pending)
+	}
+	for _, chunk := range chunks(pending, r.e.cfg.SharedChunkItems, r.e.cfg.SharedChunkBytes) {
+		if err := r.roundChunk(ctx, chunk); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// chunks cuts items, in order (directories before what they hold), into runs of at most n
+// items and b bytes; an item larger than b is a chunk of its own.
+func chunks(items []*Item, n int, b int64) [][]*Item {
+	var out [][]*Item
+	start, size := 0, int64(0)
+	for i, it := range items {
+		if i > start && (i-start >= n || size+it.Size > b) {
+			out = append(out, items[start:i])
+			start, size = i, 0
+		}
+		size += it.Size
+	}
+	if start < len(items) {
+		out = append(out, items[start:])
+	}
+	return out
+}
+
+// roundChunk tries items once, holding the shared ends' guards (and checking the items' paths
+// afresh under them).
+func (r *run) roundChunk(ctx context.Context, pending []*Item) error {
 	release, err := r.hold(ctx)
 	if err != nil {
-		// Others hold the shared files (a move waiting, say): this round is skipped, the items
-		// stay pending, and the next round comes after the usual backoff.
+		// Others hold the shared files (a move waiting, say): these items stay pending, and
+		// the next round comes after the usual backoff.
 		r.setLastErr(fmt.Errorf("waiting for the shared files: %w", err))
 		return nil
 	}
 	defer release()
-	for _, s := range r.streams {
-		s.revive()
-	}
 	pending, err = r.checkItems(ctx, r.streams[0], pending)
 	if err != nil {
 		return err
