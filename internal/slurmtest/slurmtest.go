@@ -81,9 +81,7 @@ type daemon struct {
 // cluster cannot start.
 func New(tb testing.TB, opts Options) *Cluster {
 	tb.Helper()
-	if opts.Dir == "" {
-		opts.Dir = tb.TempDir()
-	}
+	// Not tb.TempDir: its parent is private to root, and job users must reach slurm.conf.
 	c, err := Start(context.Background(), opts)
 	if err != nil {
 		tb.Fatalf("slurmtest: %v", err)
