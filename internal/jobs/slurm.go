@@ -351,3 +351,17 @@ func (s *Slurm) Follow(ctx context.Context, file string, from int64, w io.Writer
 	}
 	return nil
 }
+
+// ReadFrom writes a job's output file from byte offset from to its current end to w
+// (`tail -c +N`); a missing file is ErrNotFound.
+func (s *Slurm) ReadFrom(ctx context.Context, file string, from int64, w io.Writer) error {
+	errw := &capWriter{max: 4096}
+	code, err := s.Run.Run(ctx, shell.Command("tail", "-c", "+"+strconv.FormatInt(from+1, 10), "--", file), nil, w, errw)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", file, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("%w: output file %s cannot be read: %s", ErrNotFound, file, firstLine(errw.buf.String()))
+	}
+	return nil
+}
