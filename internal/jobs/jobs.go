@@ -93,6 +93,9 @@ type Job struct {
 	Dependency string `json:"dependency,omitempty"`
 	// Script is the batch script, when asked for.
 	Script *string `json:"script,omitempty"`
+
+	// rawID is Slurm's own job id of the record (an array task's is not its array's): %j.
+	rawID string
 }
 
 // normalise maps a Slurm state word to a normalised state and whether the job has ended.

@@ -53,8 +53,9 @@ func parseSqueue(out string) ([]Job, error) {
 		if task := v["ArrayTaskID"]; task != "" && task != "N/A" {
 			j.ArrayJobID, j.ArrayTaskID = v["ArrayJobID"], task
 		}
+		j.rawID = v["JobID"]
 		if j.ID == "" {
-			j.ID = v["JobID"]
+			j.ID = j.rawID
 		}
 		j.setState(v["State"])
 		j.SubmitTime, j.StartTime, j.EndTime = slurmTime(v["SubmitTime"]), slurmTime(v["StartTime"]), slurmTime(v["EndTime"])
@@ -69,10 +70,45 @@ func parseSqueue(out string) ([]Job, error) {
 	return jobs, nil
 }
 
-// keyRE finds the start of each Key=value pair of `scontrol show -o job`: a space followed by
-// a capitalised key. Values with spaces (names, paths) are kept whole unless they contain
-// " Key=" themselves.
-var keyRE = regexp.MustCompile(` [A-Z][A-Za-z0-9/:_]*=`)
+// keyRE finds candidate starts of Key=value pairs of `scontrol show -o job`: a space followed
+// by a capitalised key.
+var keyRE = regexp.MustCompile(` [A-Z][A-Za-z0-9/:_-]*=`)
+
+// freeText are the keys whose values are free text (a job name, paths): inside them only a
+// known key ends the value, so a name such as "run Name=x" stays whole. Elsewhere any
+// capitalised Key= starts a new pair, so keys added by later releases are read too.
+var freeText = map[string]bool{"JobName": true, "WorkDir": true, "StdErr": true, "StdIn": true, "StdOut": true,
+	"Command": true, "Comment": true, "AdminComment": true, "SystemComment": true, "Extra": true}
+
+// knownKeys are scontrol's job keys (22.05 to 25.x) that can follow a free-text value.
+var knownKeys = map[string]bool{"UserId": true, "GroupId": true, "MCS_label": true, "Priority": true,
+	"StdErr": true, "StdIn": true, "StdOut": true, "Power": true, "WorkDir": true, "Command": true,
+	"AdminComment": true, "Comment": true, "SystemComment": true, "Extra": true, "TresPerTask": true,
+	"TresPerNode": true, "TresPerJob": true, "MailUser": true, "MailType": true, "NtasksPerTRES": true,
+	"CpusPerTres": true, "MemPerTres": true, "TresBind": true, "TresFreq": true, "Container": true,
+	"ContainerID": true, "ResvPorts": true, "Licenses": true, "Network": true, "SegmentSize": true}
+
+// splitPairs splits one `scontrol show -o job` line into its pairs.
+func splitPairs(line string) map[string]string {
+	v := map[string]string{}
+	start := 0
+	put := func(end int) {
+		if k, val, ok := strings.Cut(line[start:end], "="); ok {
+			v[k] = val
+		}
+	}
+	for _, m := range keyRE.FindAllStringIndex(line, -1) {
+		cand := line[m[0]+1 : m[1]-1]
+		cur, _, _ := strings.Cut(line[start:m[0]], "=")
+		if freeText[cur] && !knownKeys[cand] {
+			continue
+		}
+		put(m[0])
+		start = m[0] + 1
+	}
+	put(len(line))
+	return v
+}
 
 // parseScontrol parses `scontrol show -o job` output: one record per line.
 func parseScontrol(out string) ([]Job, error) {
@@ -82,26 +118,12 @@ func parseScontrol(out string) ([]Job, error) {
 		if !strings.HasPrefix(line, "JobId=") {
 			continue
 		}
-		v := map[string]string{}
-		idx := keyRE.FindAllStringIndex(line, -1)
-		starts := append([]int{0}, make([]int, 0, len(idx))...)
-		for _, m := range idx {
-			starts = append(starts, m[0]+1)
-		}
-		for i, s := range starts {
-			end := len(line)
-			if i+1 < len(starts) {
-				end = starts[i+1] - 1
-			}
-			k, val, ok := strings.Cut(line[s:end], "=")
-			if ok {
-				v[k] = val
-			}
-		}
+		v := splitPairs(line)
 		j := Job{ID: v["JobId"], Name: v["JobName"], Reason: none(v["Reason"]), Partition: none(v["Partition"]),
 			Account: none(v["Account"]), QOS: none(v["QOS"]), TimeLimit: v["TimeLimit"], NodeList: none(v["NodeList"]),
 			WorkDir: v["WorkDir"], Dependency: none(v["Dependency"])}
 		j.User, _, _ = strings.Cut(v["UserId"], "(")
+		j.rawID = v["JobId"]
 		if task := v["ArrayTaskId"]; task != "" {
 			j.ArrayJobID, j.ArrayTaskID = v["ArrayJobId"], task
 			j.ID = j.ArrayJobID + "_" + task
@@ -154,6 +176,9 @@ func (j *Job) expand(p string) string {
 		jobID, arrayID, task := j.ID, j.ID, "4294967294"
 		if j.ArrayTaskID != "" {
 			jobID, arrayID, task = j.ArrayJobID, j.ArrayJobID, j.ArrayTaskID
+		}
+		if j.rawID != "" {
+			jobID = j.rawID
 		}
 		var b strings.Builder
 		for i := 0; i < len(p); i++ {
