@@ -105,7 +105,9 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) error {
 		return jobErr(err)
 	}
 	noteJob(r, id)
-	j, err := jc.svc.Poller.Job(r.Context(), jc.key, jc.slurm, jc.user, id)
+	// The new job's own record (one scontrol, not a wait for the next shared poll): it is
+	// never "not found" right after its submit.
+	j, err := jc.slurm.Get(r.Context(), jc.user, id)
 	if err != nil {
 		j = &jobs.Job{ID: id, State: jobs.StatePending}
 	}
@@ -208,8 +210,13 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 		switch {
 		case err == nil:
 			reached = "true"
-		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil && j != nil:
+		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
 			reached = "false"
+			if j == nil { // no snapshot within the timeout (timeout=0): the job as it stands
+				if j, err = jc.svc.Poller.Job(r.Context(), jc.key, jc.slurm, jc.user, id); err != nil {
+					return jobErr(err)
+				}
+			}
 		default:
 			return jobErr(err)
 		}

@@ -15,11 +15,16 @@ import (
 // newJobsEnv is newEnv with a real Slurm cluster whose slurm.conf reaches the scheduler
 // commands through the jobs configuration's environment (as an operator would set SLURM_CONF
 // for a system).
-func newJobsEnv(t *testing.T) (*env, *slurmtest.Cluster) {
+func newJobsEnv(t testing.TB) (*env, *slurmtest.Cluster) {
+	return newJobsEnvInterval(t, 250*time.Millisecond)
+}
+
+// newJobsEnvInterval is newJobsEnv with the poll interval.
+func newJobsEnvInterval(t testing.TB, interval time.Duration) (*env, *slurmtest.Cluster) {
 	t.Helper()
 	c := slurmtest.New(t, slurmtest.Options{})
 	e := newEnvWith(t, func(_ string, d *Deps, _ **Server) {
-		js := jobs.New(jobs.Config{PollInterval: 250 * time.Millisecond, Scheduler: jobs.Scheduler{Env: map[string]string{"SLURM_CONF": c.Conf}}})
+		js := jobs.New(jobs.Config{PollInterval: interval, Scheduler: jobs.Scheduler{Env: map[string]string{"SLURM_CONF": c.Conf}}})
 		js.Start()
 		t.Cleanup(js.Stop)
 		d.Jobs = js
@@ -208,7 +213,9 @@ func TestJobsAPI(t *testing.T) {
 		if err := c.StopController(); err != nil {
 			t.Fatal(err)
 		}
-		r := e.do("alice", "GET", base, nil)
+		// A listing within one poll interval is served from the last poll; the next poll fails.
+		var r resp
+		awaitState(t, "503 with the controller down", func() bool { r = e.do("alice", "GET", base, nil); return r.status != 200 })
 		if err := c.StartController(t.Context()); err != nil {
 			t.Fatal(err)
 		}

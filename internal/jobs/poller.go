@@ -343,30 +343,35 @@ func (p *Poller[K]) fromSnapshot(ctx context.Context, key K, s *Slurm, user, id 
 }
 
 // Wait blocks until the user's job reaches want ("running" or "finished") and returns it. When
-// ctx ends first it returns the job as last seen and ctx's error. While the controller is down
-// it keeps waiting, and resumes when the controller answers again.
+// ctx ends first it returns the job as last seen and ctx's error. It starts from the feed's
+// latest snapshot (however old: later ones correct it) rather than waiting for a fresh one, so
+// a wait costs no command and answers within one interval of the change. A controller that is
+// down when the wait starts is ErrUnavailable; one that goes down during the wait is waited
+// out, and the wait resumes when it answers again.
 func (p *Poller[K]) Wait(ctx context.Context, key K, s *Slurm, user, id, want string) (*Job, error) {
-	j, err := p.Job(ctx, key, s, user, id)
-	if err != nil || j.Reached(want) {
-		return j, err
+	if !ValidJobID(id) {
+		return nil, fieldErr("job_id", "%q is not a job id (123, or 123_4 for an array task)", id)
 	}
 	w, err := p.Watch(key, s)
 	if err != nil {
-		return j, err
+		return nil, err
 	}
 	defer w.Close()
-	since := time.Now()
+	var j *Job
 	for {
 		select {
 		case <-ctx.Done():
 			return j, ctx.Err()
 		case snap := <-w.C():
-			if snap.Err != nil || snap.At.Before(since) {
+			if snap.Err != nil {
+				if j == nil {
+					return nil, snap.Err
+				}
 				continue
 			}
 			next, err := p.fromSnapshot(ctx, key, s, user, id, snap)
 			if err != nil {
-				if errors.Is(err, ErrUnavailable) {
+				if j != nil && errors.Is(err, ErrUnavailable) {
 					continue
 				}
 				return j, err
