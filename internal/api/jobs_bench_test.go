@@ -27,12 +27,14 @@ import (
 //
 //   - submit_to_running: one job at a time, submit until it is seen RUNNING (sshapi: POST, then
 //     GET ?wait=running; ssh: sbatch, then `squeue -j` over a fresh connection until RUNNING);
+//
 //   - submit_100: 100 jobs from 10 users at once (sshapi: 10 users with 10 concurrent
 //     submitters each; ssh: 10 concurrent connections, MaxStartups' start);
+//
 //   - watch_1000: 100 clients long-polling 1,000 pending jobs of one credential for 10 s; the
 //     commands sshd starts in that window are counted in its log.
 //
-//	go test -run '^$' -bench Jobs -benchtime 1x ./internal/api/
+//     go test -run '^$' -bench Jobs -benchtime 1x ./internal/api/
 func BenchmarkJobs(b *testing.B) {
 	e, c := newJobsEnvInterval(b, time.Second)
 	users := make([]string, 10)
@@ -216,7 +218,6 @@ func BenchmarkJobs(b *testing.B) {
 func countSessions(log string) int { return strings.Count(log, "Starting session: command") }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
 
 // doTB is do for a benchmark's goroutines: it returns errors in the response instead of
 // failing the test from another goroutine.
