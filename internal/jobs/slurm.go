@@ -25,11 +25,11 @@ type Runner interface {
 // they need and the cluster they address.
 type Scheduler struct {
 	// BinDir holds sbatch, squeue, scontrol and scancel; empty means the login shell's PATH.
-	BinDir string `yaml:"bin_dir" json:"bin_dir,omitempty"`
+	BinDir string `yaml:"bin_dir" env:"BIN_DIR" json:"bin_dir,omitempty"`
 	// Env is set for every scheduler command (e.g. SLURM_CONF).
-	Env map[string]string `yaml:"env" json:"env,omitempty"`
+	Env map[string]string `yaml:"env" env:"ENV" json:"env,omitempty"`
 	// Cluster, if set, is passed as --clusters (Slurm multi-cluster setups).
-	Cluster string `yaml:"cluster" json:"cluster,omitempty"`
+	Cluster string `yaml:"cluster" env:"CLUSTER" json:"cluster,omitempty"`
 }
 
 // Limits on what a command's output and a request may hold.
