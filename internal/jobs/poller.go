@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Snapshot is the result of one squeue for one credential.
@@ -60,7 +62,8 @@ type feed struct {
 	lastUse  time.Time
 	wake     chan struct{}
 	polls    int64
-	done     map[string]*Job // finished jobs' full records (exit codes), bounded by maxDone
+	done     map[string]*Job    // finished jobs' full records (exit codes), bounded by maxDone
+	lookups  singleflight.Group // one scontrol per job id at a time, however many ask
 }
 
 // maxDone bounds the finished jobs' records a feed keeps.
@@ -233,6 +236,10 @@ func (p *Poller[K]) Snapshot(ctx context.Context, key K, s *Slurm, maxAge time.D
 		f.mu.Unlock()
 		return snap, nil
 	}
+	if len(f.waiters) >= p.cfg.MaxWatchersPerKey {
+		f.mu.Unlock()
+		return nil, fmt.Errorf("%w: %d requests wait for this credential's next poll", ErrBusy, len(f.waiters))
+	}
 	ch := make(chan *Snapshot, 1)
 	f.waiters = append(f.waiters, ch)
 	f.mu.Unlock()
@@ -326,19 +333,29 @@ func (p *Poller[K]) fromSnapshot(ctx context.Context, key K, s *Slurm, user, id 
 		c := *d
 		return &c, nil
 	}
-	full, err := s.Get(ctx, user, id)
+	v, err, _ := f.lookups.Do(id, func() (any, error) {
+		// Not the caller's ctx: the lookup is shared, and one caller leaving must not fail it
+		// for the others.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		defer cancel()
+		full, err := s.Get(lctx, user, id)
+		if err != nil {
+			return nil, err
+		}
+		if full.Finished {
+			f.mu.Lock()
+			if len(f.done) >= maxDone {
+				clear(f.done)
+			}
+			f.done[id] = full
+			f.mu.Unlock()
+		}
+		return full, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if full.Finished {
-		f.mu.Lock()
-		if len(f.done) >= maxDone {
-			clear(f.done)
-		}
-		f.done[id] = full
-		f.mu.Unlock()
-	}
-	c := *full
+	c := *(v.(*Job))
 	return &c, nil
 }
 
