@@ -93,6 +93,10 @@ type Job struct {
 	Dependency string `json:"dependency,omitempty"`
 	// Script is the batch script, when asked for.
 	Script *string `json:"script,omitempty"`
+	// Efficiency is what a finished job used of what it was given (accounting only).
+	Efficiency *Efficiency `json:"efficiency,omitempty"`
+	// Source is "accounting" for a job the controller no longer holds, read from sacct.
+	Source string `json:"source,omitempty"`
 
 	// rawID is Slurm's own job id of the record (an array task's is not its array's): %j.
 	rawID string

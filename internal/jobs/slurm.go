@@ -30,6 +30,9 @@ type Scheduler struct {
 	Env map[string]string `yaml:"env" env:"ENV" json:"env,omitempty"`
 	// Cluster, if set, is passed as --clusters (Slurm multi-cluster setups).
 	Cluster string `yaml:"cluster" env:"CLUSTER" json:"cluster,omitempty"`
+	// Accounting says the cluster runs slurmdbd: finished jobs the controller has forgotten
+	// are read from sacct, and finished jobs show their efficiency.
+	Accounting bool `yaml:"accounting" env:"ACCOUNTING" json:"accounting,omitempty"`
 }
 
 // Limits on what a command's output and a request may hold.

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,12 +35,19 @@ const (
 	MungedPath    = "/usr/sbin/munged"
 	SlurmctldPath = "/usr/sbin/slurmctld"
 	SlurmdPath    = "/usr/sbin/slurmd"
+	SlurmdbdPath  = "/usr/sbin/slurmdbd"
+	MariadbdPath  = "/usr/sbin/mariadbd"
+	// MariadbInstallPath initialises a MariaDB data directory.
+	MariadbInstallPath = "/usr/bin/mariadb-install-db"
 	// BinDir holds the client commands (sbatch, squeue, scontrol, scancel, sacct).
 	BinDir = "/usr/bin"
 )
 
 // Packages are the Debian packages that provide the cluster.
 var Packages = []string{"munge", "slurmctld", "slurmd", "slurm-client"}
+
+// AccountingPackages are the Debian packages Options.Accounting needs besides Packages.
+var AccountingPackages = []string{"slurmdbd", "mariadb-server"}
 
 // Partition is the cluster's only (and default) partition.
 const Partition = "debug"
@@ -53,6 +61,9 @@ type Options struct {
 	Dir string
 	// ExtraConfig is appended to slurm.conf verbatim.
 	ExtraConfig string
+	// Accounting adds slurmdbd on a throwaway MariaDB (Debian's slurmdbd and mariadb-server)
+	// and job accounting (jobacct_gather/linux), so sacct answers.
+	Accounting bool
 }
 
 // Cluster is a running one-node Slurm cluster.
@@ -114,6 +125,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := Installed(); err != nil {
 		return nil, err
 	}
+	if opts.Accounting {
+		for _, p := range []string{SlurmdbdPath, MariadbdPath, MariadbInstallPath} {
+			if _, err := os.Stat(p); err != nil {
+				return nil, fmt.Errorf("Slurm accounting is not installed (%s missing): apt-get install %s", p, strings.Join(AccountingPackages, " "))
+			}
+		}
+	}
 	own := false
 	if opts.Dir == "" {
 		d, err := os.MkdirTemp("", "slurmtest-")
@@ -132,7 +150,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	for _, d := range []struct {
 		name string
 		mode os.FileMode
-	}{{"munge", 0o700}, {"sock", 0o755}, {"state", 0o700}, {"spool", 0o755}, {"log", 0o755}} {
+	}{{"munge", 0o700}, {"sock", 0o755}, {"state", 0o700}, {"spool", 0o755}, {"log", 0o755}, {"db", 0o700}} {
 		if err := os.Mkdir(filepath.Join(c.Dir, d.name), d.mode); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("mkdir %s: %w", d.name, err)
 		}
@@ -150,6 +168,20 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	acct := "JobAcctGatherType=jobacct_gather/none\n"
+	var dbPort, dbdPort int
+	if opts.Accounting {
+		if dbPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		if dbdPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		acct = fmt.Sprintf("JobAcctGatherType=jobacct_gather/linux\nJobAcctGatherFrequency=task=1\n"+
+			"AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=localhost\nAccountingStoragePort=%d\n"+
+			// The munge socket for slurmdbd connections (AuthInfo's is not used for them).
+			"AccountingStoragePass=%s\n", dbdPort, filepath.Join(c.Dir, "sock", "munge.socket"))
+	}
 	conf := fmt.Sprintf(`ClusterName=%[1]s
 SlurmctldHost=localhost
 SlurmctldPort=%[2]d
@@ -162,8 +194,7 @@ AuthInfo=socket=%[4]s/sock/munge.socket
 CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-MpiDefault=none
+%[9]sMpiDefault=none
 SchedulerType=sched/backfill
 SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
@@ -181,7 +212,7 @@ MaxArraySize=1001
 NodeName=%[5]s NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=%[6]d RealMemory=1000 State=UNKNOWN
 PartitionName=%[7]s Nodes=%[5]s Default=YES MaxTime=INFINITE State=UP
 %[8]s
-`, c.Name, ctldPort, dPort, c.Dir, Node, c.CPUs, Partition, opts.ExtraConfig)
+`, c.Name, ctldPort, dPort, c.Dir, Node, c.CPUs, Partition, opts.ExtraConfig, acct)
 	if err := os.WriteFile(c.Conf, []byte(conf), 0o644); err != nil {
 		return nil, fmt.Errorf("write slurm.conf: %w", err)
 	}
@@ -196,6 +227,11 @@ PartitionName=%[7]s Nodes=%[5]s Default=YES MaxTime=INFINITE State=UP
 		}
 		if err := waitFile(ctx, filepath.Join(c.Dir, "sock", "munge.socket"), c.proc["munged"]); err != nil {
 			return fmt.Errorf("munged: %w", err)
+		}
+		if opts.Accounting {
+			if err := c.startAccounting(ctx, dbPort, dbdPort); err != nil {
+				return err
+			}
 		}
 		if err := c.StartController(ctx); err != nil {
 			return err
@@ -263,7 +299,12 @@ func (c *Cluster) WaitIdle(ctx context.Context) error {
 
 // StartController (re)starts slurmctld, keeping its saved state, and waits until it answers.
 func (c *Cluster) StartController(ctx context.Context) error {
-	if err := c.startDaemon("slurmctld", SlurmctldPath, "-D", "-i"); err != nil {
+	return c.startDaemonArgs(ctx, "-D", "-i")
+}
+
+// startDaemonArgs starts slurmctld with args and waits until it answers.
+func (c *Cluster) startDaemonArgs(ctx context.Context, args ...string) error {
+	if err := c.startDaemon("slurmctld", SlurmctldPath, args...); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -280,6 +321,19 @@ func (c *Cluster) StartController(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// ForgetJobs restarts slurmctld without its saved state, as if every job had aged out of the
+// controller (MinJobAge); with Options.Accounting the jobs remain in sacct. Job ids start again
+// from 1.
+func (c *Cluster) ForgetJobs(ctx context.Context) error {
+	if err := c.stopDaemon("slurmctld"); err != nil {
+		return err
+	}
+	if err := c.startDaemonArgs(ctx, "-D", "-c", "-i"); err != nil {
+		return err
+	}
+	return c.WaitIdle(ctx)
 }
 
 // StopController stops slurmctld (by its PID), as an outage would: clients then fail to reach
@@ -304,7 +358,7 @@ func (c *Cluster) Close() error {
 		}
 		cancel()
 	}
-	for _, name := range []string{"slurmd", "slurmctld", "munged"} {
+	for _, name := range []string{"slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged"} {
 		if err := c.stopDaemon(name); err != nil {
 			errs = append(errs, err)
 		}
@@ -430,4 +484,68 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startAccounting starts a throwaway MariaDB on a free loopback port and slurmdbd on it.
+func (c *Cluster) startAccounting(ctx context.Context, dbPort, dbdPort int) error {
+	db := filepath.Join(c.Dir, "db")
+	inst := exec.CommandContext(ctx, MariadbInstallPath, "--no-defaults", "--datadir="+filepath.Join(db, "data"),
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--user=root")
+	if out, err := inst.CombinedOutput(); err != nil {
+		return fmt.Errorf("mariadb-install-db: %w: %s", err, out)
+	}
+	sock := filepath.Join(db, "mysqld.sock")
+	if err := c.startDaemon("mariadbd", MariadbdPath, "--no-defaults", "--datadir="+filepath.Join(db, "data"), "--socket="+sock,
+		"--port="+strconv.Itoa(dbPort), "--bind-address=127.0.0.1", "--user=root", "--pid-file="+filepath.Join(db, "mysqld.pid"),
+		"--log-error="+filepath.Join(c.Dir, "log", "mariadbd.log")); err != nil {
+		return err
+	}
+	if err := waitFile(ctx, sock, c.proc["mariadbd"]); err != nil {
+		return fmt.Errorf("mariadbd: %w: %s", err, c.logTail("mariadbd"))
+	}
+	pass := strings.ToLower(rand.Text()[:16])
+	sql := fmt.Sprintf("CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '%[1]s'; CREATE USER 'slurm'@'localhost' IDENTIFIED BY '%[1]s'; "+
+		"GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';", pass)
+	if out, err := exec.CommandContext(ctx, "mariadb", "--no-defaults", "-S", sock, "-uroot", "-e", sql).CombinedOutput(); err != nil {
+		return fmt.Errorf("create the accounting database user: %w: %s", err, out)
+	}
+	conf := fmt.Sprintf(`AuthType=auth/munge
+AuthInfo=socket=%[1]s/sock/munge.socket
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=%[2]d
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=%[3]d
+StorageUser=slurm
+StoragePass=%[4]s
+StorageLoc=slurm_acct_db
+PidFile=%[1]s/slurmdbd.pid
+LogFile=%[1]s/log/slurmdbd.log
+`, c.Dir, dbdPort, dbPort, pass)
+	// slurmdbd refuses a slurmdbd.conf others can read; it finds it next to SLURM_CONF.
+	if err := os.WriteFile(filepath.Join(c.Dir, "slurmdbd.conf"), []byte(conf), 0o600); err != nil {
+		return fmt.Errorf("write slurmdbd.conf: %w", err)
+	}
+	if err := c.startDaemon("slurmdbd", SlurmdbdPath, "-D"); err != nil {
+		return err
+	}
+	// Ready once it accepts connections on its port.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(dbdPort)), time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-c.proc["slurmdbd"].done:
+			return fmt.Errorf("slurmdbd exited: %s", c.logTail("slurmdbd"))
+		case <-wctx.Done():
+			return fmt.Errorf("slurmdbd does not listen: %w: %s", wctx.Err(), c.logTail("slurmdbd"))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
