@@ -156,6 +156,27 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = append(out, j)
 	}
+	// Finished jobs the controller has forgotten, from accounting (one sacct per such listing).
+	if !since.IsZero() && jc.slurm.Sched.Accounting {
+		acc, err := jc.slurm.Accounting(r.Context(), since)
+		if err != nil {
+			return jobErr(err)
+		}
+		for i := range acc {
+			j := &acc[i]
+			if _, ok := snap.Jobs[j.ID]; ok || j.User != jc.user {
+				continue
+			}
+			if len(states) > 0 && !slices.Contains(states, j.State) && !slices.Contains(states, strings.ToLower(j.SlurmState)) {
+				continue
+			}
+			if n := q.Get("name"); n != "" && j.Name != n {
+				continue
+			}
+			j.Source = "accounting"
+			out = append(out, j)
+		}
+	}
 	slices.SortFunc(out, func(a, b *jobs.Job) int { return compareJobIDs(a.ID, b.ID) })
 	writeJSON(w, http.StatusOK, map[string]any{"jobs": out, "as_of": snap.At.UTC()})
 	return nil

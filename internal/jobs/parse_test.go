@@ -114,3 +114,23 @@ func TestNormalise(t *testing.T) {
 		t.Fatalf("%+v", j)
 	}
 }
+
+func TestSizes(t *testing.T) {
+	for _, c := range []struct {
+		in         string
+		nodes, cpu int
+		want       int64
+	}{{"100M", 1, 1, 100 << 20}, {"4G", 2, 8, 8 << 30}, {"1000Mc", 1, 4, 4000 << 20}, {"500Mn", 3, 1, 1500 << 20}, {"", 1, 1, 0}, {"2048", 1, 1, 2048 << 20}} {
+		if got := requestedMemory(c.in, c.nodes, c.cpu); got != c.want {
+			t.Errorf("requestedMemory(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+	if got := parseSize("1234K", 1024); got != 1234<<10 {
+		t.Errorf("MaxRSS 1234K = %d", got)
+	}
+	for in, want := range map[string]float64{"00:00.428": 0.428, "01:02:03": 3723, "1-00:00:01": 86401} {
+		if got := parseDuration(in); got != want {
+			t.Errorf("parseDuration(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

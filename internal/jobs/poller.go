@@ -338,11 +338,13 @@ func (p *Poller[K]) fromSnapshot(ctx context.Context, key K, s *Slurm, user, id 
 		// for the others.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 		defer cancel()
-		full, err := s.Get(lctx, user, id)
+		full, err := s.Lookup(lctx, user, id)
 		if err != nil {
 			return nil, err
 		}
-		if full.Finished {
+		// A finished job's record is kept once complete (its efficiency arrives in accounting
+		// a moment after the controller reports the end).
+		if full.Finished && (!s.Sched.Accounting || full.Efficiency != nil) {
 			f.mu.Lock()
 			if len(f.done) >= maxDone {
 				clear(f.done)

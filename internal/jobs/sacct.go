@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -152,7 +153,7 @@ func parseSize(s string, bare int64) int64 {
 	if s == "" {
 		return 0
 	}
-	mult := bare
+	mult, suffixed := bare, true
 	switch s[len(s)-1] {
 	case 'K':
 		mult = 1 << 10
@@ -162,8 +163,10 @@ func parseSize(s string, bare int64) int64 {
 		mult = 1 << 30
 	case 'T':
 		mult = 1 << 40
+	default:
+		suffixed = false
 	}
-	if mult != bare {
+	if suffixed {
 		s = s[:len(s)-1]
 	}
 	n, err := strconv.ParseFloat(s, 64)
@@ -183,4 +186,42 @@ func requestedMemory(s string, nodes, cpus int) int64 {
 		s = strings.TrimSuffix(s, "n")
 	}
 	return parseSize(s, 1<<20) * int64(max(nodes, 1))
+}
+
+// Lookup returns one job like Get; with accounting on, a job the controller no longer holds is
+// read from sacct (Source "accounting"), and a finished job gets its efficiency.
+func (s *Slurm) Lookup(ctx context.Context, user, id string) (*Job, error) {
+	j, err := s.Get(ctx, user, id)
+	if !s.Sched.Accounting {
+		return j, err
+	}
+	if errors.Is(err, ErrNotFound) {
+		return s.fromAccounting(ctx, user, id)
+	}
+	if err != nil || !j.Finished {
+		return j, err
+	}
+	if acc, aerr := s.fromAccounting(ctx, user, id); aerr == nil {
+		j.Efficiency = acc.Efficiency
+	}
+	return j, nil
+}
+
+// fromAccounting reads one job or array task from sacct.
+func (s *Slurm) fromAccounting(ctx context.Context, user, id string) (*Job, error) {
+	recs, err := s.Accounting(ctx, time.Time{}, id)
+	if err != nil {
+		return nil, err
+	}
+	for i := range recs {
+		if recs[i].ID == id || (len(recs) == 1 && recs[i].rawID == id) {
+			j := &recs[i]
+			if user != "" && j.User != user {
+				return nil, fmt.Errorf("%w: job %s", ErrForbidden, id)
+			}
+			j.Source = "accounting"
+			return j, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s (not in accounting either)", ErrNotFound, id)
 }

@@ -29,9 +29,11 @@ type env struct {
 	dir     string // a fresh directory in the remote user's home
 }
 
-func setup(t *testing.T) *env {
+func setup(t *testing.T) *env { return setupWith(t, slurmtest.Options{}) }
+
+func setupWith(t *testing.T, opts slurmtest.Options) *env {
 	t.Helper()
-	c := slurmtest.New(t, slurmtest.Options{})
+	c := slurmtest.New(t, opts)
 	srv := sshtest.New(t, sshtest.Options{ExtraConfig: c.SSHDConfig() + "MaxSessions 64\n"})
 	p := sshpool.New(sshpool.Config{}, nil, nil)
 	_ = p.Start(t.Context())
@@ -45,7 +47,7 @@ func setup(t *testing.T) *env {
 	poller.Start()
 	t.Cleanup(poller.Stop)
 	return &env{cluster: c, srv: srv, key: tg.Key, poller: poller, dir: srv.MkTemp(t),
-		slurm: &Slurm{Run: command.Exec{Pool: p, Target: tg}}}
+		slurm: &Slurm{Run: command.Exec{Pool: p, Target: tg}, Sched: Scheduler{Accounting: opts.Accounting}}}
 }
 
 func (e *env) submit(t *testing.T, spec Spec) string {
@@ -304,4 +306,50 @@ func errString(err error) string {
 		return "<nil>"
 	}
 	return err.Error()
+}
+
+// TestSlurmAccounting: with slurmdbd, a finished job shows its efficiency, a job the controller
+// has forgotten is read from accounting, and a listing since a time finds it.
+func TestSlurmAccounting(t *testing.T) {
+	e := setupWith(t, slurmtest.Options{Accounting: true})
+	ctx := t.Context()
+	user := e.srv.User
+	since := time.Now().Add(-time.Minute)
+	id := e.submit(t, Spec{Script: "#!/bin/sh\ni=0; while [ $i -lt 1500000 ]; do i=$((i+1)); done\nexit 2\n", WorkingDir: e.dir,
+		Name: "burn", Output: "/dev/null", Memory: "100M"})
+	e.wait(t, id, "finished")
+	var j *Job
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if j, err = e.poller.Job(ctx, e.key, e.slurm, user, id); err != nil {
+			t.Fatal(err)
+		}
+		if j.Efficiency != nil && j.Efficiency.RequestedMemoryBytes > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			out, _ := e.cluster.Command(ctx, "sacct", "-n", "-P", "-j", id, "-o", strings.Join(sacctFields, ","))
+			t.Fatalf("no efficiency from accounting: %+v %+v\n%s", j, j.Efficiency, out)
+		}
+		time.Sleep(100 * time.Millisecond) // the record reaches slurmdbd after the job ends; nothing to await
+	}
+	ef := j.Efficiency
+	if ef.CPUSeconds <= 0 || ef.CPUEfficiency == nil || *ef.CPUEfficiency <= 0 || ef.RequestedMemoryBytes != 100<<20 || ef.MemoryEfficiency == nil {
+		t.Fatalf("efficiency %+v", ef)
+	}
+	if err := e.cluster.ForgetJobs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old, err := e.slurm.Lookup(ctx, user, id)
+	if err != nil || old.Source != "accounting" || old.State != StateFailed || old.ExitCode == nil || *old.ExitCode != 2 || old.Name != "burn" {
+		t.Fatalf("forgotten job from accounting: %+v %v", old, err)
+	}
+	if _, err := e.slurm.Lookup(ctx, user, "99999"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown job with accounting: %v", err)
+	}
+	list, err := e.slurm.Accounting(ctx, since)
+	if err != nil || len(list) != 1 || list[0].ID != id {
+		t.Fatalf("accounting since: %+v %v", list, err)
+	}
 }
