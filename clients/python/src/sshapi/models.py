@@ -456,6 +456,10 @@ class Job:
     stderr: str = ""
     dependency: str = ""
     script: Optional[str] = None
+    #: "accounting" for a job read from sacct after the controller forgot it.
+    source: str = ""
+    #: A finished job's efficiency from accounting (cpu_efficiency, max_rss_bytes, ...).
+    efficiency: Optional[Dict[str, Any]] = None
 
     def reached(self, until: str) -> bool:
         """True once the job is ``running`` (or already finished) or ``finished``."""
@@ -494,4 +498,6 @@ class Job:
             stderr=_str(d.get("stderr")),
             dependency=_str(d.get("dependency")),
             script=sc if isinstance(sc, str) else None,
+            source=_str(d.get("source")),
+            efficiency=dict(d["efficiency"]) if isinstance(d.get("efficiency"), dict) else None,
         )
