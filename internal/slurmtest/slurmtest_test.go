@@ -53,26 +53,3 @@ func TestClusterRunsJob(t *testing.T) {
 	}
 }
 
-// TestAccounting starts a cluster with slurmdbd on MariaDB and finds a finished job in sacct.
-func TestAccounting(t *testing.T) {
-	start := time.Now()
-	c := New(t, Options{Accounting: true})
-	t.Logf("idle with accounting after %v", time.Since(start))
-	ctx := context.Background()
-	id, err := c.Command(ctx, "sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id = strings.TrimSpace(id)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := c.Command(ctx, "sacct", "-n", "-X", "-P", "-j", id, "-o", "State")
-		if err == nil && strings.TrimSpace(out) == "COMPLETED" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s not COMPLETED in sacct: %q %v\nslurmdbd: %s", id, out, err, c.Log("slurmdbd"))
-		}
-		time.Sleep(100 * time.Millisecond) // sacct is the only way to see the record arrive
-	}
-}
