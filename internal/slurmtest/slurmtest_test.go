@@ -52,4 +52,3 @@ func TestClusterRunsJob(t *testing.T) {
 		t.Fatalf("job lost across a controller restart: %q %v", out, err)
 	}
 }
-
