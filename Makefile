@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/sshapi/sshapi/internal/service.Version=$(VERSION)
 USER_NAME ?= $(shell id -un)
 
-.PHONY: build run test test-race test-python demo vet fmt clean fuzz fuzz-deps
+.PHONY: build run test test-race test-python demo vet fmt clean fuzz fuzz-deps deps
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sshapi ./cmd/sshapi
@@ -14,9 +14,15 @@ build:
 run: build
 	./bin/sshapi serve --print-token $(USER_NAME)
 
-## test: every test, against a real OpenSSH sshd on loopback (needs openssh-server; run as root),
-## and the API fuzz (make fuzz) first.
-test: fuzz
+## deps: install what the tests need and is missing (openssh-server, postgresql, python3-venv, …;
+## Debian packages, as root). make test runs it first; .ci/run runs make test.
+deps:
+	scripts/install-deps
+
+## test: every test, against a real OpenSSH sshd on loopback (run as root; deps installs what is
+## missing), and the API fuzz (make fuzz) first.
+test: deps
+	$(MAKE) fuzz
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 12m ./...
 	$(MAKE) test-python

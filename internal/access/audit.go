@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sshapi/sshapi/internal/store"
@@ -10,37 +11,47 @@ import (
 // auditBatch bounds the entries written in one store call.
 const auditBatch = 256
 
-// auditItem is an entry to write, or (with done set) a flush marker.
+// auditWriteTimeout bounds one store call of the audit writer.
+const auditWriteTimeout = 10 * time.Second
+
+// auditItem is an entry to write and where to report its commit, or (e unset, done set) a flush
+// marker.
 type auditItem struct {
-	e    store.AuditEntry
-	done chan struct{}
+	e     store.AuditEntry
+	entry bool
+	done  chan error
 }
 
-// Record writes an audit entry. Once Start has run, entries go through a queue of
-// Config.AuditQueue entries to one writer that stores them in batches (one transaction each),
-// so requests do not wait for a write each; a full queue makes the caller write its entry
-// itself, so nothing is dropped and memory stays bounded. Before Start (and after Stop) it
-// writes at once.
-func (r *Resolver) Record(ctx context.Context, e store.AuditEntry) {
+// Record stores an audit entry and returns once it is committed, so that a caller that answers
+// only after Record returns never acknowledges an action whose entry a crash could still lose.
+// Once Start has run, entries go through a queue of Config.AuditQueue entries to one writer that
+// commits whatever has queued up meanwhile in one transaction (group commit), so concurrent
+// requests share a commit rather than pay one each; a full queue makes the caller write its entry
+// itself, so memory stays bounded. Before Start (and after Stop) it writes at once. The error
+// says the entry could not be stored.
+func (r *Resolver) Record(ctx context.Context, e store.AuditEntry) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
 	r.auditMu.RLock()
 	q := r.auditQ
 	if q != nil {
+		done := make(chan error, 1)
 		select {
-		case q <- auditItem{e: e}:
+		case q <- auditItem{e: e, entry: true, done: done}:
 			r.auditMu.RUnlock()
-			return
+			// Not bounded by ctx: the entry is committed (or fails) within the writer's timeouts
+			// even when the caller goes away, and the caller must not answer before that.
+			return <-done
 		default:
 		}
 	}
 	r.auditMu.RUnlock()
-	r.writeAudit(ctx, []store.AuditEntry{e})
+	return r.writeAudit(ctx, []store.AuditEntry{e})
 }
 
-// FlushAudit waits until every entry recorded before the call is stored (read-your-writes for
-// GET /v1/audit).
+// FlushAudit waits until every entry recorded before the call is stored. Record already waits
+// for its own entry; this is for entries of requests still running.
 func (r *Resolver) FlushAudit(ctx context.Context) {
 	r.auditMu.RLock()
 	q := r.auditQ
@@ -48,7 +59,7 @@ func (r *Resolver) FlushAudit(ctx context.Context) {
 		r.auditMu.RUnlock()
 		return
 	}
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	select {
 	case q <- auditItem{done: done}:
 	case <-ctx.Done():
@@ -62,25 +73,32 @@ func (r *Resolver) FlushAudit(ctx context.Context) {
 	}
 }
 
-func (r *Resolver) writeAudit(ctx context.Context, es []store.AuditEntry) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+// writeAudit stores es in one transaction.
+func (r *Resolver) writeAudit(ctx context.Context, es []store.AuditEntry) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditWriteTimeout)
 	defer cancel()
 	if err := r.deps.Store.AppendAuditBatch(ctx, &store.AuditAppendParams{Entries: es}); err != nil {
 		r.log.Error("audit log write failed", "entries", len(es), "err", err)
+		return fmt.Errorf("audit entry not recorded: %w", err)
 	}
+	return nil
 }
 
-// auditWriter stores queued entries in batches until q is closed, then stores what is left.
+// auditWriter commits queued entries in batches until q is closed, then commits what is left,
+// and tells each entry's recorder the outcome. When a batch fails, its entries are tried one by
+// one, so one entry the store refuses does not fail the others.
 func (r *Resolver) auditWriter(q chan auditItem, done chan struct{}) {
 	defer close(done)
 	batch := make([]store.AuditEntry, 0, auditBatch)
-	var flushes []chan struct{}
+	var waiting []chan error // of the batch's entries, in order
+	var flushes []chan error
 	for it := range q {
 		add := func(it auditItem) {
-			if it.done != nil {
-				flushes = append(flushes, it.done)
-			} else {
+			if it.entry {
 				batch = append(batch, it.e)
+				waiting = append(waiting, it.done)
+			} else {
+				flushes = append(flushes, it.done)
 			}
 		}
 		add(it)
@@ -97,12 +115,24 @@ func (r *Resolver) auditWriter(q chan auditItem, done chan struct{}) {
 			}
 		}
 		if len(batch) > 0 {
-			r.writeAudit(context.Background(), batch)
+			if err := r.writeAudit(context.Background(), batch); err == nil || len(batch) == 1 {
+				for _, w := range waiting {
+					w <- err
+				}
+			} else {
+				for i, e := range batch {
+					waiting[i] <- r.writeAudit(context.Background(), []store.AuditEntry{e})
+				}
+			}
+			clear(batch)
 			batch = batch[:0]
+			clear(waiting)
+			waiting = waiting[:0]
 		}
 		for _, f := range flushes {
-			close(f)
+			f <- nil
 		}
+		clear(flushes)
 		flushes = flushes[:0]
 	}
 }

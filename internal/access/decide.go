@@ -74,6 +74,7 @@ type Decision struct {
 	Link  *store.Link
 
 	guard *guard.Guard // set on shared decisions
+	who   string       // the principal the guard counts waiting moves for
 }
 
 // Shared reports whether the caller acts on someone else's system.
@@ -89,7 +90,7 @@ func (d *Decision) Hold(ctx context.Context, restructure bool) (release func(), 
 	if !d.Shared() || d.guard == nil {
 		return func() {}, nil
 	}
-	release, err = d.guard.Hold(ctx, d.Owner, restructure)
+	release, err = d.guard.Hold(ctx, d.Owner, d.who, restructure)
 	if errors.Is(err, guard.ErrBusy) {
 		return nil, refuse(ErrBusy, "another operation on %s's shared files is in progress; retry shortly", d.Owner)
 	}
@@ -168,7 +169,7 @@ func (r *Resolver) Resolve(ctx context.Context, req Request) (*Decision, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Decision{Owner: owner, SystemID: id, Target: t, System: sys, Within: g.Path, Grant: g, guard: r.deps.Guard}, nil
+	return &Decision{Owner: owner, SystemID: id, Target: t, System: sys, Within: g.Path, Grant: g, guard: r.deps.Guard, who: req.Caller.User}, nil
 }
 
 // grantFor finds the grant that allows the request.

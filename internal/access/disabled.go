@@ -47,6 +47,17 @@ func (r *Resolver) isDisabled(ctx context.Context, owner, id string) (bool, erro
 	return off, nil
 }
 
+// forgetDisabled drops the cached answers for users caller and owner and owner's system id, so
+// the next decision asks the store.
+func (r *Resolver) forgetDisabled(caller, owner, id string) {
+	c := &r.disabled
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range []store.DisabledParams{{Owner: caller}, {Owner: owner}, {Owner: owner, SystemID: id}} {
+		delete(c.m, k)
+	}
+}
+
 // SetDisabled switches a user or system off or on, effective at once on this instance (and
 // within Config.DisabledCacheTTL on others).
 func (r *Resolver) SetDisabled(ctx context.Context, p *store.DisabledParams) error {

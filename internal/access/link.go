@@ -77,7 +77,7 @@ func (r *Resolver) ResolveLink(ctx context.Context, token string, level Level) (
 	if err != nil {
 		return nil, err
 	}
-	return &Decision{Owner: l.Owner, SystemID: l.SystemID, Target: t, System: sys, Within: l.Path, Link: l, guard: r.deps.Guard}, nil
+	return &Decision{Owner: l.Owner, SystemID: l.SystemID, Target: t, System: sys, Within: l.Path, Link: l, guard: r.deps.Guard, who: "link:" + l.ID}, nil
 }
 
 // LinkOf returns the link a token belongs to, whatever its state, when the token's secret

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/store"
@@ -101,16 +102,75 @@ func (r *Resolver) resolveTransfer(ctx context.Context, owner string, ep transfe
 	}
 	// Every round and range asks again: a revoked grant, or a system or user an operator
 	// disabled, stops the transfer there.
-	sys := transfer.System{Target: d.Target, RootDir: d.System.RootDir, Within: d.Within,
-		Recheck: func(ctx context.Context) error {
-			_, err := r.decideTransfer(ctx, req, withPath)
-			return err
-		}}
+	rc := &recheck{r: r, req: req, withPath: withPath}
+	sys := transfer.System{Target: d.Target, RootDir: d.System.RootDir, Within: d.Within, Recheck: rc.check}
 	if d.Shared() {
 		sys.HoldKey = d.Owner
 		sys.Hold = func(ctx context.Context) (func(), error) { return d.Hold(ctx, false) }
 	}
 	return sys, nil
+}
+
+// recheck is the Recheck of one resolved transfer endpoint, asked before every round and range.
+// A full decision costs several store reads (the operator's switches, the grants, the system
+// and its credential); instead it keeps its last allowing decision and validates it with one
+// query, Store.AccessStamp, which reads everything the decision relied on. The stamp is read
+// before the decision it validates, so a change made while deciding is seen at the next check;
+// any change (a grant revoked or expired, a user or system disabled, the system or its
+// credential changed or deleted) makes the stamps differ and the next check decides in full,
+// so revocation still stops the transfer at its next range, on any instance. Systems behind a
+// jump host are decided in full every time (the stamp does not cover the jump chain).
+type recheck struct {
+	r        *Resolver
+	req      Request
+	withPath bool
+
+	mu     sync.Mutex
+	params store.AccessStampParams
+	stamp  *store.AccessStamp // read before the last allowing decision; nil: decide in full
+}
+
+// check implements transfer.System.Recheck.
+func (c *recheck) check(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.params.SystemID == "" {
+		owner, id, err := ParseRef(c.req.Caller.User, c.req.System)
+		if err != nil {
+			return transferErr(c.req.System, err)
+		}
+		c.params = store.AccessStampParams{Owner: owner, SystemID: id, Caller: c.req.Caller.User}
+	}
+	c.params.Now = time.Now()
+	st, err := c.r.deps.Store.AccessStamp(ctx, &c.params)
+	if err != nil {
+		return fmt.Errorf("access check: %w", err)
+	}
+	if c.stamp != nil && st == *c.stamp {
+		return nil
+	}
+	c.stamp = nil
+	if st.Disabled {
+		// The stamp is fresher than this instance's cache of the operator's switches (another
+		// instance may have switched): decide on the store's answer.
+		c.r.forgetDisabled(c.params.Caller, c.params.Owner, c.params.SystemID)
+	}
+	d, err := c.r.decideTransfer(ctx, c.req, c.withPath)
+	if err != nil {
+		return err
+	}
+	grant := ""
+	if d.Grant != nil {
+		grant = d.Grant.ID
+	}
+	// The stamp validates this decision only if it was read for the grant that allowed it and
+	// itself shows access; otherwise the next check decides in full again.
+	usable := !st.Disabled && st.SystemUpdated != 0 && st.CredentialGeneration != 0 && (grant == "" || st.GrantLive)
+	if usable && d.Target.Jump == nil && grant == c.params.GrantID {
+		c.stamp = &st
+	}
+	c.params.GrantID = grant
+	return nil
 }
 
 // decideTransfer is Resolve with errors the engine understands: what retrying cannot fix wraps

@@ -135,7 +135,9 @@ func (s *Server) storeCredential(r *http.Request, owner, id string, req putCrede
 		return nil, err
 	}
 	s.deps.Pool.Forget(access.PoolSystem(owner, id))
-	s.audit(r, "credential.put", id, cred.Username+" "+cred.PublicKeyFingerprint)
+	if err := s.audit(r, "credential.put", id, cred.Username+" "+cred.PublicKeyFingerprint); err != nil {
+		return nil, err
+	}
 	return cred, nil
 }
 
@@ -163,7 +165,9 @@ func (s *Server) deleteCredential(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	s.deps.Pool.Forget(access.PoolSystem(p.User, id))
-	s.audit(r, "credential.delete", id, "")
+	if err := s.audit(r, "credential.delete", id, ""); err != nil {
+		return err
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sshapi/sshapi/internal/command"
+	"github.com/sshapi/sshapi/internal/digest"
 	"github.com/sshapi/sshapi/internal/files"
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
@@ -76,7 +77,7 @@ func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys
 		}
 		home, _ := s.homes.Load(t.Key)
 		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, Within: d.Within,
-			Home: home, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0), ListCommand: !s.cfg.ListSFTPOnly})
+			Home: home, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0), ListCommand: !s.cfg.ListSFTPOnly, Tools: s.tools.For(t.Key)})
 		err = fn(fsys, t, client)
 		if home == "" {
 			if h, ok := fsys.KnownHome(); ok {
@@ -116,6 +117,29 @@ func (c *homeCache) Store(k sshpool.Key, home string) {
 		c.m = make(map[sshpool.Key]string)
 	}
 	c.m[k] = home
+}
+
+// toolsCache holds a digest.Tools per pool key (a server as one remote user sees it, whose PATH
+// picks the openssl), for the Server's lifetime. It holds at most maxHomes entries and starts
+// over when full: a miss costs one openssl self-test on the next checksum of a big file.
+type toolsCache struct {
+	mu sync.Mutex
+	m  map[sshpool.Key]*digest.Tools
+}
+
+// For returns k's Tools, new if k has none.
+func (c *toolsCache) For(k sshpool.Key) *digest.Tools {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.m[k]; ok {
+		return t
+	}
+	if c.m == nil || len(c.m) >= maxHomes {
+		c.m = make(map[sshpool.Key]*digest.Tools)
+	}
+	t := new(digest.Tools)
+	c.m[k] = t
+	return t
 }
 
 // urlPath turns the {path...} wildcard into a path for package files.

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,28 +44,13 @@ type raceFixture struct {
 func newRaceFixture(t *testing.T) *raceFixture {
 	t.Helper()
 	var eng *transfer.Engine
+	engine := withTransferEngine(t, transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond}, &eng)
 	e := newEnvWith(t, func(dir string, d *Deps, s **Server) {
 		d.Access = access.New(access.Config{Guard: guard.Config{Wait: 300 * time.Millisecond}},
 			access.Deps{Store: d.Store, Keyring: d.Keyring, Log: d.Log})
 		d.Access.Start(t.Context())
 		t.Cleanup(d.Access.Stop)
-		tdb, err := transfer.OpenSQLite(t.Context(), filepath.Join(dir, "transfers.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err = transfer.New(transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond},
-			transfer.Deps{DB: tdb, Pool: d.Pool, Resolver: lateResolver{s}, Log: d.Log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := eng.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = eng.Stop(context.Background())
-			tdb.Close()
-		})
-		d.Transfers = eng
+		engine(dir, d, s)
 	})
 	e.register("alice", "hpc")
 	e.register("bob", "own")

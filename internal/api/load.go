@@ -95,7 +95,9 @@ func (s *Server) paperLoad(w http.ResponseWriter, r *http.Request) error {
 	if len(detail) > 200 {
 		detail = detail[:200] + "…"
 	}
-	s.audit(r, "load.run", body.Name, detail)
+	if err := s.audit(r, "load.run", body.Name, detail); err != nil {
+		return err
+	}
 	plan := openloop.Plan{Rate: body.Rate, Duration: duration, MaxInFlight: loadMaxInFlight, Timeout: loadTimeout + 5*time.Second, Drain: loadDrain}
 	rec, err := openloop.Run(r.Context(), plan, op)
 	if err != nil {

@@ -33,7 +33,8 @@ var statusesWithoutProblem = map[string]bool{"412": true, "416": true}
 // do: every authenticated route documents 401 (with WWW-Authenticate) and 403 (a user or system
 // an operator disabled; operators only); every route documents at
 // least one problem+json error; every error status other than ServeContent's is problem+json;
-// every JSON request body documents 400, 413 and 415 (decodeJSON); every 429 and 503 documents
+// every request body documents 408 (too slow: rateBody); every JSON request body documents 400,
+// 413 and 415 (decodeJSON); every 429 and 503 documents
 // Retry-After. It returns one line per violation.
 func documentedStatusErrors(doc []byte, routes []route) ([]string, error) {
 	var d struct {
@@ -99,6 +100,9 @@ func documentedStatusErrors(doc []byte, routes []route) ([]string, error) {
 			}
 		}
 		if op.RequestBody != nil {
+			if _, ok := op.Responses["408"]; !ok { // a body below http.min_body_rate (rateBody)
+				errs = append(errs, name+": request body but 408 is not documented")
+			}
 			if _, ok := op.RequestBody.Content["application/json"]; ok {
 				for _, code := range []string{"400", "413", "415"} {
 					if _, ok := op.Responses[code]; !ok {
@@ -132,6 +136,7 @@ paths:
         "400": {$ref: "#/components/responses/Problem"}
         "401": {$ref: "#/components/responses/Unauthorized"}
         "403": {$ref: "#/components/responses/Problem"}
+        "408": {$ref: "#/components/responses/Problem"}
         "413": {$ref: "#/components/responses/Problem"}
         "415": {$ref: "#/components/responses/Problem"}
         "503": {$ref: "#/components/responses/Unavailable"}
@@ -150,6 +155,7 @@ paths:
 		{"401 without WWW-Authenticate", `"401": {$ref: "#/components/responses/Unauthorized"}`, `"401": {$ref: "#/components/responses/Problem"}`, "401 does not document WWW-Authenticate"},
 		{"public route without a problem", `        "500": {$ref: "#/components/responses/Problem"}` + "\n", "", "GET /healthz: documents no problem+json error response"},
 		{"error as JSON", `"400": {$ref: "#/components/responses/Problem"}`, `"400": {description: x, content: {application/json: {}}}`, "400 is not application/problem+json"},
+		{"body without 408", `        "408": {$ref: "#/components/responses/Problem"}` + "\n", "", "request body but 408 is not documented"},
 		{"JSON body without 415", `        "415": {$ref: "#/components/responses/Problem"}` + "\n", "", "JSON body but 415 is not documented"},
 		{"503 without Retry-After", `"503": {$ref: "#/components/responses/Unavailable"}`, `"503": {$ref: "#/components/responses/Problem"}`, "503 does not document Retry-After"},
 		{"dangling ref", `"413": {$ref: "#/components/responses/Problem"}`, `"413": {$ref: "#/components/responses/Nope"}`, `unresolved $ref "#/components/responses/Nope"`},

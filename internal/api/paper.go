@@ -83,7 +83,9 @@ func (s *Server) paperCreate(w http.ResponseWriter, r *http.Request) error {
 		_ = s.deps.Store.DeleteSystem(r.Context(), owner, sys.ID) // leave nothing half-made
 		return err
 	}
-	s.audit(r, "system.create", sys.ID, sys.Host)
+	if err := s.audit(r, "system.create", sys.ID, sys.Host); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusCreated, paperCredential{Name: sys.ID, Hostname: sys.Host, Port: sys.Port, Username: cred.Username})
 	return nil
 }

@@ -102,6 +102,8 @@ func decodeJSON(r *http.Request, v any) error {
 		switch {
 		case errors.Is(err, io.EOF):
 			return errStatus(http.StatusBadRequest, "request body is empty: a JSON object is required")
+		case errors.Is(err, errBodyTooSlow):
+			return bodyTooSlow(err, "")
 		case errors.As(err, &tooBig):
 			return errStatus(http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", tooBig.Limit)
 		case errors.As(err, &syn):

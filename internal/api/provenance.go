@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,9 +143,37 @@ func (c countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// commitAudit records the request's entry with status before the response's status line is
+// sent, and reports whether it was committed. When it was not, the action has already happened
+// (the remote system changed, or data was read) but sshapi cannot prove it later, so the answer
+// is not the handler's: it answers 500 with a detail that says the action was carried out and its
+// audit entry is missing, and the handler's own response is dropped. A GET's bytes are the body
+// size the handler declared (Content-Length), as the entry is written before the body.
+func (s *Server) commitAudit(w http.ResponseWriter, rt route, r *http.Request, n *auditNote, status int, reqID string) bool {
+	var declared int64
+	if r.Method == http.MethodGet {
+		declared, _ = strconv.ParseInt(w.Header().Get("Content-Length"), 10, 64)
+	}
+	err := s.writeAudit(rt, r, n, status, declared, reqID)
+	if err == nil {
+		return true
+	}
+	h := w.Header()
+	for k := range h {
+		if k != "X-Request-Id" {
+			delete(h, k)
+		}
+	}
+	writeProblem(w, r, Problem{Status: http.StatusInternalServerError, Title: "Audit entry not recorded",
+		Detail: fmt.Sprintf("the request was carried out (its answer would have been %d %s) but its audit entry could not be recorded; "+
+			"see the server log (request id %s)", status, http.StatusText(status), reqID)})
+	return false
+}
+
 // writeAudit records the request's entry: who, acting as which owner, on what, with what
-// result and how many bytes. It never records query strings, headers or bodies.
-func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int, written int64, reqID string) {
+// result and how many bytes. It never records query strings, headers or bodies. It returns once
+// the entry is committed; requests that are not recorded return nil.
+func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int, written int64, reqID string) error {
 	n.mu.Lock()
 	e := store.AuditEntry{Owner: principal(r).User, Action: operation(rt, r), SystemID: n.system, SystemOwner: n.systemOwner,
 		Paths: n.paths, Status: status, RequestID: reqID, LinkID: n.linkID, Detail: n.detail}
@@ -152,10 +182,10 @@ func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int,
 	}
 	n.mu.Unlock()
 	if e.Owner == "" {
-		return // a link request refused before its link was known
+		return nil // a link request refused before its link was known
 	}
 	if e.SystemID == "" && status == http.StatusNotFound {
-		return // no such system (or not visible to the caller): nothing was acted on
+		return nil // no such system (or not visible to the caller): nothing was acted on
 	}
 	if e.SystemID == "" {
 		e.SystemID = r.PathValue("id")
@@ -168,7 +198,7 @@ func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int,
 	} else {
 		e.Bytes = n.bytesIn.Load()
 	}
-	s.access.Record(r.Context(), e)
+	return s.access.Record(r.Context(), e)
 }
 
 // noteFanout records the systems of a request that acts on several (POST /v1/commands).

@@ -240,7 +240,14 @@ func (s *Server) wrap(rt route) http.Handler {
 			r.Body = countingBody{ReadCloser: r.Body, n: &note.bytesIn}
 		}
 		if audited(rt) {
-			defer func() { s.writeAudit(rt, r, note, sw.status, sw.written, reqID) }()
+			// The entry is committed before the status line goes out: an answered request is in
+			// the audit even if the process dies right after.
+			sw.commit = func(status int) bool { return s.commitAudit(w, rt, r, note, status, reqID) }
+			defer func() {
+				if sw.commit != nil { // a panic before anything was written: record it still
+					_ = s.writeAudit(rt, r, note, http.StatusInternalServerError, 0, reqID)
+				}
+			}()
 		}
 		if !rt.public {
 			p, err := s.authenticate(r)
@@ -263,15 +270,21 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.observe(rt, r, sw, start, principal(r).User)
 			return
 		}
-		if r.Body != nil && !s.streamsBody(rt) {
+		if s.streamsBody(rt) {
+			s.limitBodyRate(sw, r, s.cfg.UploadIdleTimeout)
+		} else if r.Body != nil {
+			s.limitBodyRate(sw, r, 0)
 			r.Body = http.MaxBytesReader(sw, r.Body, s.cfg.MaxBodyBytes)
 		}
 		if err := rt.h(sw, r); err != nil {
-			if sw.status == 0 {
+			if sw.status == 0 && !sw.failed {
 				writeProblem(sw, r, s.problemFor(r, err))
-			} else {
+			} else if !errors.Is(err, errNotCommitted) {
 				s.log.Warn("error after the response started", "route", rt.pattern, "err", err)
 			}
+		}
+		if sw.status == 0 && !sw.failed {
+			sw.WriteHeader(http.StatusOK) // what net/http sends for a handler that wrote nothing
 		}
 		s.observe(rt, r, sw, start, principal(r).User)
 	})
@@ -391,7 +404,7 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		if !errors.Is(err, command.ErrNotStarted) {
 			d += " (the command may have run; it was not retried)"
 		}
-		return Problem{Status: http.StatusBadGateway, Title: "SSH connection lost", Detail: d}
+		return Problem{Status: http.StatusBadGateway, Title: "SSH connection lost", Detail: d, retryAfter: 2}
 	case errors.Is(err, context.Canceled):
 		return Problem{Status: 499, Title: "Client Closed Request", Detail: "the request was canceled"}
 	case errors.Is(err, context.DeadlineExceeded):
@@ -447,15 +460,33 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter records the status code written.
+// statusWriter records the status code written. When commit is set, it runs once before the
+// status line goes out (the request's audit entry); if it fails it has answered itself, and the
+// handler's own header and writes are dropped (writes fail with errNotCommitted).
 type statusWriter struct {
 	http.ResponseWriter
 	status  int
 	written int64
+	commit  func(status int) bool
+	failed  bool
 }
 
+// errNotCommitted is what a handler's writes return after the response was replaced because the
+// request's audit entry could not be recorded.
+var errNotCommitted = errors.New("response replaced: the audit entry could not be recorded")
+
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
+	if w.failed {
+		return
+	}
+	if w.status == 0 && code >= 200 {
+		if c := w.commit; c != nil {
+			w.commit = nil
+			if !c(code) {
+				w.failed, w.status = true, http.StatusInternalServerError // what commit answered
+				return
+			}
+		}
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -463,7 +494,10 @@ func (w *statusWriter) WriteHeader(code int) {
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
-		w.status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed {
+		return 0, errNotCommitted
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.written += int64(n)
@@ -472,6 +506,12 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Flush lets streaming handlers push data through the wrapper.
 func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.failed {
+		return
+	}
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

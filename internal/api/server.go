@@ -64,6 +64,13 @@ type Config struct {
 	// UploadIdleTimeout aborts an upload whose body delivered no bytes for this long; nothing
 	// is left behind (default 60s).
 	UploadIdleTimeout time.Duration `yaml:"upload_idle_timeout" env:"UPLOAD_IDLE_TIMEOUT"`
+	// MinBodyRate is the slowest a request body (JSON or upload) may arrive, in bytes/s, over
+	// MinBodyRateWindow of waiting for it, after MinBodyRateGrace (default 1024, 1m, 10s); a
+	// slower body is cut off with 408 (an upload leaves nothing). Time the server spends not
+	// reading (an upload waiting on its SFTP server) does not count. Negative disables it.
+	MinBodyRate       int64         `yaml:"min_body_rate" env:"MIN_BODY_RATE"`
+	MinBodyRateWindow time.Duration `yaml:"min_body_rate_window" env:"MIN_BODY_RATE_WINDOW"`
+	MinBodyRateGrace  time.Duration `yaml:"min_body_rate_grace" env:"MIN_BODY_RATE_GRACE"`
 	// DownloadBufferBytes is each file download's read-ahead buffer (default 1 MiB).
 	DownloadBufferBytes int `yaml:"download_buffer_bytes" env:"DOWNLOAD_BUFFER_BYTES"`
 	// DownloadBufferBudgetBytes is the memory all download buffers may hold at once; further
@@ -107,6 +114,11 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.BudgetWait, 30*time.Second)
 	setDefault(&c.StreamWriteTimeout, 60*time.Second)
 	setDefault(&c.UploadIdleTimeout, 60*time.Second)
+	if c.MinBodyRate == 0 {
+		c.MinBodyRate = 1024
+	}
+	setDefault(&c.MinBodyRateWindow, time.Minute)
+	setDefault(&c.MinBodyRateGrace, 10*time.Second)
 	setDefault(&c.DownloadBufferBytes, 1<<20)
 	setDefault(&c.DownloadBufferBudgetBytes, 64<<20)
 	setDefault(&c.DownloadBufferBudgetPerOwnerBytes, max(c.DownloadBufferBudgetBytes/2, int64(c.DownloadBufferBytes)))
@@ -127,6 +139,13 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 	if *v <= 0 {
 		*v = def
 	}
+}
+
+// BudgetBytes is the memory the HTTP layer's byte budgets may hold at once with this
+// configuration: buffered command output and download (and striped upload) buffers.
+func (c Config) BudgetBytes() int64 {
+	c = c.withDefaults()
+	return c.CommandOutputBudgetBytes + c.DownloadBufferBudgetBytes
 }
 
 // Validate checks limits that contradict each other.
@@ -205,6 +224,8 @@ type Server struct {
 	loads *slot.Pool // POST /sshapi/v2/load runs, with each user's share
 
 	homes homeCache // remote home directories by pool key, so a file request needs no getwd
+
+	tools toolsCache // what checksums learned of each server's openssl, by pool key
 
 	keySlots  *slot.Pool      // submitted private keys being parsed, with each user's share (keyparse.go)
 	outputs   *command.Budget // buffered command output, server-wide

@@ -97,10 +97,12 @@ type idleReader struct {
 	rc    *http.ResponseController
 	idle  time.Duration
 	idled atomic.Bool // a read failed on the idle deadline
+	rate  *rateBody   // the body's minimum rate (the router's), or nil
 }
 
 func (s *Server) idleBody(w http.ResponseWriter, r *http.Request) (*idleReader, func()) {
 	ir := &idleReader{r: r.Body, rc: http.NewResponseController(w), idle: s.cfg.UploadIdleTimeout}
+	ir.rate, _ = r.Body.(*rateBody)
 	return ir, func() { _ = ir.rc.SetReadDeadline(time.Time{}) }
 }
 
@@ -114,10 +116,18 @@ func (i *idleReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// err reports an upload that failed because its body went idle (the server then also cancels
+// err reports an upload that failed because its body fell below the minimum rate or went idle (the server then also cancels
 // the request's context, so the operation's own error says only "canceled"), or err.
 func (i *idleReader) err(err error) error {
-	if err != nil && i.idled.Load() {
+	if err == nil {
+		return nil
+	}
+	if i.rate != nil {
+		if slow := i.rate.tooSlow(); slow != nil {
+			return bodyTooSlow(slow, "; nothing was written")
+		}
+	}
+	if i.idled.Load() {
 		return &httpError{status: http.StatusRequestTimeout, detail: fmt.Sprintf("upload body sent nothing for %v (upload_idle_timeout); nothing was written", i.idle), err: err}
 	}
 	return err

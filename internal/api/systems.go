@@ -133,7 +133,9 @@ func (s *Server) createSystem(w http.ResponseWriter, r *http.Request) error {
 	if err := s.deps.Store.CreateSystem(r.Context(), sys); err != nil {
 		return err
 	}
-	s.audit(r, "system.create", sys.ID, sys.Host)
+	if err := s.audit(r, "system.create", sys.ID, sys.Host); err != nil {
+		return err
+	}
 	w.Header().Set("Location", "/v1/systems/"+sys.ID)
 	writeJSON(w, http.StatusCreated, toSystemJSON(sys))
 	return nil
@@ -203,7 +205,9 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.deps.Pool.Forget(access.PoolSystem(sys.Owner, sys.ID))
-	s.audit(r, "system.update", sys.ID, "")
+	if err := s.audit(r, "system.update", sys.ID, ""); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, toSystemJSON(sys))
 	return nil
 }
@@ -264,7 +268,9 @@ func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.deps.Pool.Forget(access.PoolSystem(p.User, id))
-	s.audit(r, "system.delete", id, "")
+	if err := s.audit(r, "system.delete", id, ""); err != nil {
+		return err
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -274,12 +280,16 @@ func principal(r *http.Request) auth.Principal {
 	return p
 }
 
-// audit records a security-relevant action; a failure is logged, not returned.
-func (s *Server) audit(r *http.Request, action, system, detail string) {
+// audit records a security-relevant action and returns once its entry is committed (sharing
+// the commit with concurrent requests). The action has already happened when it fails: the
+// error answers 500 saying so, rather than acknowledge an action the audit cannot show.
+func (s *Server) audit(r *http.Request, action, system, detail string) error {
 	e := store.AuditEntry{Owner: principal(r).User, Action: action, SystemID: system, Detail: detail}
-	if err := s.deps.Store.AppendAudit(r.Context(), e); err != nil {
-		s.log.Error("audit log write failed", "action", action, "err", err)
+	if err := s.access.Record(r.Context(), e); err != nil {
+		return &httpError{status: http.StatusInternalServerError, err: err,
+			detail: action + " was carried out but its audit entry could not be recorded; see the server log"}
 	}
+	return nil
 }
 
 // fingerprint is the SHA256 fingerprint of k.

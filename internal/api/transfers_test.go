@@ -33,25 +33,31 @@ func newTransferEnv(t *testing.T) (*env, *transfer.Engine) {
 func newTransferEnvWith(t *testing.T, cfg transfer.Config) (*env, *transfer.Engine) {
 	t.Helper()
 	var eng *transfer.Engine
-	e := newEnvWith(t, func(dir string, d *Deps, s **Server) {
+	e := newEnvWith(t, withTransferEngine(t, cfg, &eng))
+	return e, eng
+}
+
+// withTransferEngine is an extra for newEnvWith that starts a transfer engine on a SQLite file
+// (stopped when t ends) and serves it; *eng is the engine once made.
+func withTransferEngine(t *testing.T, cfg transfer.Config, eng **transfer.Engine) func(dir string, d *Deps, s **Server) {
+	return func(dir string, d *Deps, s **Server) {
 		tdb, err := transfer.OpenSQLite(t.Context(), filepath.Join(dir, "transfers.db"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng, err = transfer.New(cfg, transfer.Deps{DB: tdb, Pool: d.Pool, Resolver: lateResolver{s}, Log: d.Log})
+		*eng, err = transfer.New(cfg, transfer.Deps{DB: tdb, Pool: d.Pool, Resolver: lateResolver{s}, Log: d.Log})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := eng.Start(t.Context()); err != nil {
+		if err := (*eng).Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			_ = eng.Stop(context.Background())
+			_ = (*eng).Stop(context.Background())
 			tdb.Close()
 		})
-		d.Transfers = eng
-	})
-	return e, eng
+		d.Transfers = *eng
+	}
 }
 
 // registerAt creates system id for user at addr (an sshd or a proxy in front of srv).

@@ -73,8 +73,32 @@ type Sessions interface {
 }
 
 // ErrNotStarted wraps failures that happened before the command could have started on the
-// server (no channel to be had); retrying such a command cannot run it twice.
-var ErrNotStarted = errors.New("command not started")
+// server (no channel to be had, or the connection died before the exec request was sent);
+// retrying such a command cannot run it twice. It is sshpool.ErrNotStarted.
+var ErrNotStarted = sshpool.ErrNotStarted
+
+// startSession opens a session on t, lets attach set its standard streams and starts command.
+// When the connection died before the exec request left this process, it does so once more on a
+// fresh connection (the pool has dropped the dead one): nothing can have run the first time.
+// Errors from the pool wrap ErrNotStarted; an exec request that may have reached the server
+// before its connection died wraps sshpool.ErrConnLost without it.
+func startSession(ctx context.Context, pool Sessions, t sshpool.Target, command string, attach func(*sshpool.Session)) (*sshpool.Session, error) {
+	for attempt := 0; ; attempt++ {
+		sess, err := pool.NewSession(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
+		}
+		attach(sess)
+		err = sess.Start(command)
+		if err == nil {
+			return sess, nil
+		}
+		_ = sess.Close()
+		if attempt > 0 || !errors.Is(err, ErrNotStarted) || ctx.Err() != nil {
+			return nil, fmt.Errorf("start command: %w", err)
+		}
+	}
+}
 
 // Run executes req on t. When stream is non-nil, output is delivered through it as it arrives
 // (and not kept in the Result); stream must not block for long. ctx ending early (the caller went
@@ -130,12 +154,6 @@ func run(ctx context.Context, pool Sessions, t sshpool.Target, req Request, stre
 	if req.MaxOutput <= 0 {
 		req.MaxOutput = DefaultMaxOutput
 	}
-	sess, err := pool.NewSession(ctx, t)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
-	}
-	defer sess.Close()
-
 	var mu sync.Mutex // serializes stream calls from the stdout and stderr copiers
 	emit := func(e Event) {
 		mu.Lock()
@@ -147,16 +165,17 @@ func run(ctx context.Context, pool Sessions, t sshpool.Target, req Request, stre
 	if stream != nil {
 		stdout.emit, stderr.emit = emit, emit
 	}
-	sess.Stdout, sess.Stderr = stdout, stderr
-	if len(req.Stdin) > 0 {
-		sess.Stdin = bytes.NewReader(req.Stdin)
+	sess, err := startSession(ctx, pool, t, req.Command, func(sess *sshpool.Session) {
+		sess.Stdout, sess.Stderr = stdout, stderr
+		if len(req.Stdin) > 0 {
+			sess.Stdin = bytes.NewReader(req.Stdin)
+		}
+	})
+	if err != nil {
+		return nil, nil, nil, err
 	}
-
+	defer sess.Close()
 	start := time.Now()
-	if err := sess.Start(req.Command); err != nil {
-		// The exec request may have reached the server: never retried.
-		return nil, nil, nil, fmt.Errorf("start command: %w", err)
-	}
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
 

@@ -22,15 +22,14 @@ type Exec struct {
 // Run runs command and returns its exit status. err is non-nil only when the command could not
 // run or its outcome is unknown (connection lost, canceled, killed by a signal).
 func (e Exec) Run(ctx context.Context, command string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	sess, err := e.Pool.NewSession(ctx, e.Target)
+	// Nothing reads stdin before the exec request succeeded, so a second start is safe.
+	sess, err := startSession(ctx, e.Pool, e.Target, command, func(sess *sshpool.Session) {
+		sess.Stdin, sess.Stdout, sess.Stderr = stdin, stdout, stderr
+	})
 	if err != nil {
-		return -1, fmt.Errorf("%w: %w", ErrNotStarted, err)
+		return -1, err
 	}
 	defer sess.Close()
-	sess.Stdin, sess.Stdout, sess.Stderr = stdin, stdout, stderr
-	if err := sess.Start(command); err != nil {
-		return -1, fmt.Errorf("start command: %w", err)
-	}
 	done := make(chan error, 1)
 	go func() { done <- sess.Wait() }()
 	select {
@@ -55,6 +54,17 @@ func (e Exec) Run(ctx context.Context, command string, stdin io.Reader, stdout, 
 // and returns its standard input and output; Close ends the session and frees the channel. It
 // satisfies files.Channels.
 func (e Exec) OpenSubsystem(ctx context.Context, name string) (io.ReadWriteCloser, error) {
+	s, err := e.openSubsystem(ctx, name)
+	if errors.Is(err, sshpool.ErrConnLost) && ctx.Err() == nil {
+		// The connection died under the request: once more on a fresh one (starting a
+		// subsystem such as sftp-server twice changes nothing on the server).
+		s, err = e.openSubsystem(ctx, name)
+	}
+	return s, err
+}
+
+// openSubsystem is one attempt of OpenSubsystem.
+func (e Exec) openSubsystem(ctx context.Context, name string) (io.ReadWriteCloser, error) {
 	sess, err := e.Pool.NewSession(ctx, e.Target)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)

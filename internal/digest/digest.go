@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sshapi/sshapi/internal/shell"
 )
@@ -37,16 +38,17 @@ const (
 const BigFile = 2 << 20
 
 type algInfo struct {
+	idx      int    // index in Tools
 	size     int    // digest bytes
 	coreutil string // coreutils command
 	abc      string // hex digest of "abc", the self-test
 }
 
 var algs = map[Algorithm]algInfo{
-	SHA256: {32, "sha256sum", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
-	SHA512: {64, "sha512sum", "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f"},
-	SHA1:   {20, "sha1sum", "a9993e364706816aba3e25717850c26c9cd0d89d"},
-	MD5:    {16, "md5sum", "900150983cd24fb0d6963f7d28e17f72"},
+	SHA256: {0, 32, "sha256sum", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+	SHA512: {1, 64, "sha512sum", "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f"},
+	SHA1:   {2, 20, "sha1sum", "a9993e364706816aba3e25717850c26c9cd0d89d"},
+	MD5:    {3, 16, "md5sum", "900150983cd24fb0d6963f7d28e17f72"},
 }
 
 // Parse returns the algorithm named s (case-insensitive).
@@ -71,8 +73,22 @@ type File struct {
 func (f File) big() bool { return f.Size < 0 || f.Size >= BigFile }
 
 // Script returns a POSIX sh script that hashes files with a. Its output is for ParseOutput; it
-// exits 0 unless a small file could not be read.
-func Script(a Algorithm, files []File) string {
+// exits 0 unless a small file could not be read. With a big file it first tests openssl; see
+// Tools for a script that tests it once per server.
+func Script(a Algorithm, files []File) string { return script(a, files, openSSLUntested) }
+
+// What a script knows of openssl on its server for its algorithm.
+const (
+	openSSLUntested uint32 = iota // test it, and print the result (selfTestLine)
+	openSSLPassed                 // use it
+	openSSLFailed                 // use coreutils
+)
+
+// selfTestLine is the first line of a script's output when it tested openssl: "openssl yes" or
+// "openssl no". No line of ParseOutput's starts with a letter.
+const selfTestLine = "openssl "
+
+func script(a Algorithm, files []File, openssl uint32) string {
 	info := algs[a]
 	var sb strings.Builder
 	var small []string
@@ -84,8 +100,15 @@ func Script(a Algorithm, files []File) string {
 		if sb.Len() == 0 {
 			// h is the tool: openssl when it hashes "abc" right, else coreutils. d hashes file $2
 			// from stdin and prints "$1 <digest>", or "$1 ! <error on one line>".
-			fmt.Fprintf(&sb, "h=%s; case $(printf abc | openssl dgst -%s -r 2>/dev/null) in '%s '*) h='openssl dgst -%s -r';; esac\n",
-				info.coreutil, a, info.abc, a)
+			switch openssl {
+			case openSSLPassed:
+				fmt.Fprintf(&sb, "h='openssl dgst -%s -r'\n", a)
+			case openSSLFailed:
+				fmt.Fprintf(&sb, "h=%s\n", info.coreutil)
+			default:
+				fmt.Fprintf(&sb, "h=%s t=no; case $(printf abc | openssl dgst -%s -r 2>/dev/null) in '%s '*) h='openssl dgst -%s -r' t=yes;; esac; echo %s$t\n",
+					info.coreutil, a, info.abc, a, selfTestLine)
+			}
 			sb.WriteString(`d() { if o=$( { $h; } 2>&1 <"$2" ); then printf '%s %s\n' "$1" "${o%% *}"; else printf '%s ! ' "$1"; printf '%s' "$o" | tr '\n\r' '  '; echo; fi; }` + "\n")
 		}
 		fmt.Fprintf(&sb, "d %d %s\n", i, shell.Quote(f.Path))
@@ -95,6 +118,47 @@ func Script(a Algorithm, files []File) string {
 		sb.WriteString(info.coreutil + " -- " + strings.Join(small, " ") + "\n")
 	}
 	return sb.String()
+}
+
+// Tools remembers what the scripts run on one server found out about its openssl, per
+// algorithm, so that only the first script with a big file tests it (a `printf abc | openssl`
+// pipeline, a few milliseconds of process starts) and later ones use the answer. An openssl
+// error in a result makes it test again next time. A nil *Tools remembers nothing; the zero
+// value is ready and safe for concurrent use.
+type Tools struct {
+	openssl [4]atomic.Uint32 // by algInfo.idx
+}
+
+// Script is Script(a, files) using what t knows: a script for a server whose openssl passed (or
+// failed) the self-test does not test it again.
+func (t *Tools) Script(a Algorithm, files []File) string {
+	if t == nil {
+		return Script(a, files)
+	}
+	return script(a, files, t.openssl[algs[a].idx].Load())
+}
+
+// ParseOutput is ParseOutput(a, files, stdout, stderr) for a script from t.Script, remembering
+// the script's self-test result, and forgetting that openssl passed when a big file's error
+// names openssl (it is gone or broken since).
+func (t *Tools) ParseOutput(a Algorithm, files []File, stdout, stderr string) []Result {
+	res := ParseOutput(a, files, stdout, stderr)
+	if t == nil {
+		return res
+	}
+	known := &t.openssl[algs[a].idx]
+	switch line, _, _ := strings.Cut(stdout, "\n"); line {
+	case selfTestLine + "yes":
+		known.Store(openSSLPassed)
+	case selfTestLine + "no":
+		known.Store(openSSLFailed)
+	}
+	for i, r := range res {
+		if files[i].big() && strings.Contains(r.Err, "openssl") {
+			known.Store(openSSLUntested)
+		}
+	}
+	return res
 }
 
 // Result is one file's digest, or why it has none.

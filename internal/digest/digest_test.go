@@ -199,3 +199,62 @@ func TestStreamScriptAgainstSSHD(t *testing.T) {
 		})
 	}
 }
+
+// TestToolsRememberSelfTest: a Tools tests openssl in its first script with a big file and not
+// in the next; after openssl disappears the failed hash makes it test again, and a failed test
+// sends later scripts straight to coreutils. A nil Tools tests every time.
+func TestToolsRememberSelfTest(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	dir := srv.MkTemp(t)
+	data := []byte("hashed as a big file")
+	files := []File{{filepath.Join(dir, "f"), -1}}
+	if err := os.WriteFile(files[0].Path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256(data)
+	want := hex.EncodeToString(h[:])
+	bin := srv.MkTemp(t) // an openssl that fails as a missing one would
+	if err := os.WriteFile(filepath.Join(bin, "openssl"), []byte("#!/bin/sh\necho openssl: not found >&2; exit 127\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	noOpenSSL := "PATH=" + bin + ":$PATH; "
+	tools := new(Tools)
+	for i, step := range []struct {
+		prefix   string
+		selfTest bool   // the script tests openssl
+		tool     string // the script's hashing tool: "openssl", "sha256sum" or "" (per the test)
+		sum      bool   // the file gets its digest
+	}{
+		{"", true, "", true},
+		{"", false, "openssl", true},
+		{noOpenSSL, false, "openssl", false}, // remembered openssl is gone: an error, and forgotten
+		{noOpenSSL, true, "", true},          // tested again: fails, so coreutils
+		{noOpenSSL, false, "sha256sum", true},
+		{"", false, "sha256sum", true}, // a failed test is kept
+	} {
+		script := tools.Script(SHA256, files)
+		if got := strings.Contains(script, "printf abc"); got != step.selfTest {
+			t.Fatalf("step %d: self-test in script %v, want %v:\n%s", i, got, step.selfTest, script)
+		}
+		if first := map[string]string{"openssl": "h='openssl dgst -sha256 -r'\n", "sha256sum": "h=sha256sum\n"}[step.tool]; first != "" &&
+			!strings.HasPrefix(script, first) {
+			t.Fatalf("step %d: want tool %s:\n%s", i, step.tool, script)
+		}
+		stdout, stderr := run(t, srv, step.prefix+script, "")
+		res := tools.ParseOutput(SHA256, files, stdout, stderr)[0]
+		if step.sum && res.Sum != want || !step.sum && (res.Sum != "" || !strings.Contains(res.Err, "openssl")) {
+			t.Fatalf("step %d: %+v, want sum %v (stdout %q)", i, res, step.sum, stdout)
+		}
+	}
+	var none *Tools
+	for range 2 {
+		script := none.Script(SHA256, files)
+		if !strings.Contains(script, "printf abc") {
+			t.Fatalf("a nil Tools skipped the self-test:\n%s", script)
+		}
+		stdout, stderr := run(t, srv, script, "")
+		if res := none.ParseOutput(SHA256, files, stdout, stderr)[0]; res.Sum != want {
+			t.Fatalf("nil Tools: %+v", res)
+		}
+	}
+}

@@ -241,9 +241,10 @@ func (f *FS) Compress(ctx context.Context, sources []string, archive, format str
 	return nil
 }
 
-// Checksum returns the hex digest of file p computed on the server, with openssl when it works
-// there and coreutils (sha256sum, …) otherwise (see the digest package); algorithm is "sha256",
-// "sha512", "sha1" or "md5".
+// Checksum returns the hex digest of file p computed on the server (see the digest package): a
+// file smaller than digest.BigFile with one coreutils process (sha256sum, …), a bigger one with
+// openssl when it passed its self-test there (Options.Tools remembers that) and coreutils
+// otherwise; algorithm is "sha256", "sha512", "sha1" or "md5".
 func (f *FS) Checksum(ctx context.Context, p, algorithm string) (string, error) {
 	const op = "checksum"
 	alg, err := digest.Parse(algorithm)
@@ -261,12 +262,12 @@ func (f *FS) Checksum(ctx context.Context, p, algorithm string) (string, error) 
 	if err := regularOnly(op, e); err != nil {
 		return "", err
 	}
-	file := []digest.File{{Path: abs, Size: -1}}
-	out, err := f.command(ctx, op, abs, "sh", "-c", digest.Script(alg, file))
+	file := []digest.File{{Path: abs, Size: e.Size}}
+	out, err := f.command(ctx, op, abs, "sh", "-c", f.opts.Tools.Script(alg, file))
 	if err != nil {
 		return "", err
 	}
-	res := digest.ParseOutput(alg, file, string(out), "")[0]
+	res := f.opts.Tools.ParseOutput(alg, file, string(out), "")[0]
 	if res.Sum == "" {
 		return "", &Error{Op: op, Path: abs, Kind: classifyText(res.Err), Err: fmt.Errorf("%s: %s", alg, truncateUTF8(res.Err, 200))}
 	}

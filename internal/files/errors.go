@@ -11,18 +11,20 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sshapi/sshapi/internal/confine"
+	"github.com/sshapi/sshapi/internal/storage"
 )
 
 // Sentinel errors returned (wrapped in *Error) by FS operations. The HTTP layer maps them to
 // status codes; callers test them with errors.Is. Besides these, operations return errors
 // wrapping fs.ErrNotExist (404), fs.ErrPermission (403) and fs.ErrExist (409).
 var (
-	// ErrNotEmpty reports a directory that still has entries (409).
-	ErrNotEmpty = errors.New("directory not empty")
+	// ErrNotEmpty reports a directory that still has entries (409). It is storage's, as are
+	// ErrNotDir and ErrIsDir, so that errors of every storage backend match alike.
+	ErrNotEmpty = storage.ErrNotEmpty
 	// ErrNotDir reports a path component or target that is not a directory (409).
-	ErrNotDir = errors.New("not a directory")
+	ErrNotDir = storage.ErrNotDir
 	// ErrIsDir reports a directory where a file was required (409).
-	ErrIsDir = errors.New("is a directory")
+	ErrIsDir = storage.ErrIsDir
 	// ErrNoSpace reports a full file system or an exceeded quota (507).
 	ErrNoSpace = errors.New("no space left on device or quota exceeded")
 	// ErrOutsideRoot reports a path that leaves the configured RootDir (403).

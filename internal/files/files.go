@@ -23,6 +23,7 @@ import (
 	"github.com/pkg/sftp"
 
 	"github.com/sshapi/sshapi/internal/confine"
+	"github.com/sshapi/sshapi/internal/digest"
 )
 
 // Runner runs a remote command. FS uses it only where no SFTP request can do the job
@@ -53,6 +54,10 @@ type Options struct {
 	// `find -printf` run by the Runner instead of SFTP READDIRs, falling back to SFTP when find
 	// cannot (no GNU find, no Runner).
 	ListCommand bool
+	// Tools, if set, is what checksums found out about this server's tools (whether its
+	// openssl passed the self-test), shared by the FSes of the same server so the test runs
+	// once rather than per checksum. Nil tests it in every checksum of a big file.
+	Tools *digest.Tools
 }
 
 // FS performs file operations on one remote system for one user. It is cheap to construct

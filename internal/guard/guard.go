@@ -42,11 +42,14 @@
 //
 // # Waiting
 //
-// Exclusive holders are preferred: once one waits, new shared holders queue behind it, so a
-// stream of reads cannot starve a move. Every wait is bounded by Config.Wait; past it the caller
-// gets ErrBusy (the API answers 503 with Retry-After). A restructuring operation therefore waits
-// at most Config.Wait for the walks and downloads in flight, and while it waits, new operations
-// on the same owner's shared files wait too, at most as long.
+// Exclusive holders are preferred for a while: for the first Config.Prefer of its wait a waiting
+// exclusive holder makes new shared holders queue behind it, so a stream of short reads cannot
+// starve a move; after that it stops holding them back and waits on, until Config.Wait, for the
+// holders in place to finish. Past Config.Wait the caller gets ErrBusy (the API answers 503 with
+// Retry-After). So a restructuring operation waits at most Config.Wait for the walks and
+// downloads in flight, and delays other operations by at most Config.Prefer. One principal may
+// have at most Config.WaitersPerPrincipal exclusive holds waiting on one key, so nobody can keep
+// new operations held back by queueing moves behind a stalled download of their own.
 //
 // # Several instances
 //
@@ -74,6 +77,12 @@ const DefaultWait = 5 * time.Second
 type Config struct {
 	// Wait bounds every wait for the guard (default 5s).
 	Wait time.Duration `yaml:"wait" env:"WAIT"`
+	// Prefer is how long a waiting exclusive holder keeps new shared holders back (default
+	// 250ms).
+	Prefer time.Duration `yaml:"prefer" env:"PREFER"`
+	// WaitersPerPrincipal bounds one principal's exclusive holds waiting on one key (default 2);
+	// more are ErrBusy at once.
+	WaitersPerPrincipal int `yaml:"waiters_per_principal" env:"WAITERS_PER_PRINCIPAL"`
 	// RemoteConns bounds the database connections a Guard on PostgreSQL holds locks on
 	// (default 16; each owner with shared files in use holds at most two).
 	RemoteConns int `yaml:"remote_conns" env:"REMOTE_CONNS"`
@@ -83,6 +92,12 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	if c.Wait <= 0 {
 		c.Wait = DefaultWait
+	}
+	if c.Prefer <= 0 {
+		c.Prefer = 250 * time.Millisecond
+	}
+	if c.WaitersPerPrincipal <= 0 {
+		c.WaitersPerPrincipal = 2
 	}
 	if c.RemoteConns <= 0 {
 		c.RemoteConns = 16
@@ -112,8 +127,9 @@ type entry struct {
 	users          int // holders and waiters; the entry is dropped at 0
 	readers        int
 	writer         bool
-	writersWaiting int
-	wake           chan struct{} // closed and replaced on every release
+	writersWaiting int            // exclusive holders waiting that still hold readers back
+	waiting        map[string]int // exclusive holders waiting, by principal
+	wake           chan struct{}  // closed and replaced on every release
 
 	remoteMu     sync.Mutex // serialises taking and giving back the shared remote hold
 	remoteRefs   int
@@ -128,24 +144,44 @@ func New(cfg Config, remote Remote) *Guard {
 // Wait is the configured bound on a wait.
 func (g *Guard) Wait() time.Duration { return g.cfg.Wait }
 
-// Hold takes key shared or exclusive, waiting at most Config.Wait (and no longer than ctx), and
-// returns the function that releases it (call it exactly once).
-func (g *Guard) Hold(ctx context.Context, key string, exclusive bool) (release func(), err error) {
+// Hold takes key shared or exclusive for principal who (the caller the API acts for), waiting
+// at most Config.Wait (and no longer than ctx), and returns the function that releases it (call
+// it exactly once).
+func (g *Guard) Hold(ctx context.Context, key, who string, exclusive bool) (release func(), err error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, g.cfg.Wait, ErrBusy)
 	defer cancel()
 	g.mu.Lock()
 	e := g.keys[key]
 	if e == nil {
-		e = &entry{wake: make(chan struct{})}
+		e = &entry{wake: make(chan struct{}), waiting: map[string]int{}}
 		g.keys[key] = e
 	}
+	if exclusive && e.waiting[who] >= g.cfg.WaitersPerPrincipal {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("%d moves of yours already wait: %w", e.waiting[who], ErrBusy)
+	}
 	e.users++
+	var prefer <-chan time.Time // while set, this writer holds new readers back
 	if exclusive {
 		e.writersWaiting++
+		e.waiting[who]++
+		t := time.NewTimer(g.cfg.Prefer)
+		defer t.Stop()
+		prefer = t.C
+	}
+	// stopWaiting undoes the waiting writer's marks.
+	stopWaiting := func() {
+		if prefer != nil {
+			e.writersWaiting--
+			prefer = nil
+		}
+		if e.waiting[who]--; e.waiting[who] == 0 {
+			delete(e.waiting, who)
+		}
 	}
 	for {
 		if exclusive && !e.writer && e.readers == 0 {
-			e.writersWaiting--
+			stopWaiting()
 			e.writer = true
 			break
 		}
@@ -158,11 +194,16 @@ func (g *Guard) Hold(ctx context.Context, key string, exclusive bool) (release f
 		select {
 		case <-wake:
 			g.mu.Lock()
+		case <-prefer:
+			g.mu.Lock()
+			e.writersWaiting-- // readers held back by this writer may go
+			prefer = nil
+			g.wakeLocked(e)
 		case <-ctx.Done():
 			g.mu.Lock()
 			if exclusive {
-				e.writersWaiting--
-				g.wakeLocked(e) // readers held back by this writer may go
+				stopWaiting()
+				g.wakeLocked(e)
 			}
 			g.dropLocked(key, e)
 			g.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 func holdAsync(g *Guard, key string, exclusive bool) <-chan error {
 	ch := make(chan error, 1)
 	go func() {
-		rel, err := g.Hold(context.Background(), key, exclusive)
+		rel, err := g.Hold(context.Background(), key, "bob", exclusive)
 		if err == nil {
 			defer rel()
 		}
@@ -25,7 +25,7 @@ func holdAsync(g *Guard, key string, exclusive bool) <-chan error {
 
 func mustHold(t *testing.T, g *Guard, key string, exclusive bool) func() {
 	t.Helper()
-	rel, err := g.Hold(context.Background(), key, exclusive)
+	rel, err := g.Hold(context.Background(), key, "bob", exclusive)
 	if err != nil {
 		t.Fatalf("Hold(%q, exclusive=%v): %v", key, exclusive, err)
 	}
@@ -126,7 +126,7 @@ func TestGuardWriterPreference(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := g.Hold(ctx, "alice", false); err == nil {
+	if _, err := g.Hold(ctx, "alice", "bob", false); err == nil {
 		t.Fatal("a new reader passed a waiting writer")
 	}
 	r()
@@ -149,7 +149,7 @@ func TestGuardCanceled(t *testing.T) {
 	defer w()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { _, err := g.Hold(ctx, "alice", false); errc <- err }()
+	go func() { _, err := g.Hold(ctx, "alice", "bob", false); errc <- err }()
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled wait: %v, want context.Canceled", err)
@@ -165,7 +165,7 @@ func BenchmarkHold(b *testing.B) {
 	local := New(Config{}, nil)
 	b.Run("local", func(b *testing.B) {
 		for b.Loop() {
-			rel, err := local.Hold(context.Background(), "alice", false)
+			rel, err := local.Hold(context.Background(), "alice", "bob", false)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func BenchmarkHold(b *testing.B) {
 	g := New(Config{}, pg)
 	b.Run("postgres-sequential", func(b *testing.B) {
 		for b.Loop() {
-			rel, err := g.Hold(context.Background(), "alice", false)
+			rel, err := g.Hold(context.Background(), "alice", "bob", false)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -192,7 +192,7 @@ func BenchmarkHold(b *testing.B) {
 		b.SetParallelism(8)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				rel, err := g.Hold(context.Background(), "alice", false)
+				rel, err := g.Hold(context.Background(), "alice", "bob", false)
 				if err != nil {
 					b.Error(err)
 					return
@@ -202,4 +202,76 @@ func BenchmarkHold(b *testing.B) {
 			}
 		})
 	})
+}
+
+// waitQueued waits until key has n exclusive holders waiting.
+func waitQueued(g *Guard, key string, n int) {
+	for {
+		g.mu.Lock()
+		e := g.keys[key]
+		q := 0
+		if e != nil {
+			for _, c := range e.waiting {
+				q += c
+			}
+		}
+		g.mu.Unlock()
+		if q == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGuardPreferenceEnds: a writer waiting behind a long read holds new readers back only for
+// Config.Prefer; then they go on, and the writer still gets the key when the reads end.
+func TestGuardPreferenceEnds(t *testing.T) {
+	g := New(Config{Wait: 3 * time.Second, Prefer: 50 * time.Millisecond}, nil)
+	long := mustHold(t, g, "alice", false) // a stalled download, say
+	writer := holdAsync(g, "alice", true)
+	waitQueued(g, "alice", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r, err := g.Hold(ctx, "alice", "carol", false)
+	if err != nil {
+		t.Fatalf("a reader stayed held back past the writer's preference: %v", err)
+	}
+	select {
+	case err := <-writer:
+		t.Fatalf("writer got the key while reads were held: %v", err)
+	default:
+	}
+	r()
+	long()
+	if err := <-writer; err != nil {
+		t.Fatalf("writer after the reads ended: %v", err)
+	}
+}
+
+// TestGuardWaitersPerPrincipal: one principal cannot queue more than its share of moves; others
+// still can.
+func TestGuardWaitersPerPrincipal(t *testing.T) {
+	g := New(Config{Wait: 2 * time.Second, WaitersPerPrincipal: 2}, nil)
+	r := mustHold(t, g, "alice", false)
+	w1, w2 := holdAsync(g, "alice", true), holdAsync(g, "alice", true)
+	waitQueued(g, "alice", 2)
+	start := time.Now()
+	if _, err := g.Hold(context.Background(), "alice", "bob", true); !errors.Is(err, ErrBusy) || time.Since(start) > time.Second {
+		t.Fatalf("bob's third waiting move: %v after %v, want ErrBusy at once", err, time.Since(start))
+	}
+	carol := make(chan error, 1)
+	go func() {
+		rel, err := g.Hold(context.Background(), "alice", "carol", true)
+		if err == nil {
+			rel()
+		}
+		carol <- err
+	}()
+	waitQueued(g, "alice", 3)
+	r()
+	for _, c := range []<-chan error{w1, w2, carol} {
+		if err := <-c; err != nil {
+			t.Fatalf("waiting move after the read ended: %v", err)
+		}
+	}
 }

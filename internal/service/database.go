@@ -35,18 +35,25 @@ func OpenDatabases(ctx context.Context, cfg config.Config) (store.Store, transfe
 		}
 		return db, tdb, nil
 	}
-	dbPath := cfg.Database
-	if dbPath == "" {
-		dbPath = filepath.Join(cfg.DataDir, DatabaseFile)
-	}
+	dbPath, tdbPath := sqlitePaths(cfg)
 	db, err := sqlite.Open(ctx, dbPath)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
-	tdb, err := transfer.OpenSQLite(ctx, filepath.Join(cfg.DataDir, TransfersFile))
+	tdb, err := transfer.OpenSQLite(ctx, tdbPath)
 	if err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("transfer store: %w", err)
 	}
 	return db, tdb, nil
+}
+
+// sqlitePaths are the SQLite files of the store and the transfers when the configuration names
+// no PostgreSQL database.
+func sqlitePaths(cfg config.Config) (storePath, transfersPath string) {
+	storePath = cfg.Database
+	if storePath == "" {
+		storePath = filepath.Join(cfg.DataDir, DatabaseFile)
+	}
+	return storePath, filepath.Join(cfg.DataDir, TransfersFile)
 }

@@ -62,11 +62,16 @@ type instance struct {
 
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
+	return newDeploymentOn(t, pgtest.New(t).NewDatabase(t))
+}
+
+// newDeploymentOn is newDeployment on database db (a postgres:// URL or a SQLite file).
+func newDeploymentOn(t *testing.T, db string) *deployment {
+	t.Helper()
 	bin, err := buildOnce()
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := pgtest.New(t).NewDatabase(t)
 	dir := t.TempDir()
 	line, err := secret.NewKeyLine()
 	if err != nil {

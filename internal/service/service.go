@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,8 +63,8 @@ type Service struct {
 
 // DevSecret loads (creating if needed) the data directory's HS256 secret for development tokens.
 func DevSecret(dataDir string) ([]byte, error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	if _, err := checkDataDir(dataDir); err != nil {
+		return nil, err
 	}
 	return secret.LoadOrCreateSecretFile(filepath.Join(dataDir, JWTSecretFile), 32)
 }
@@ -82,8 +81,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	var databases []string
+	if !IsPostgres(cfg.Database) {
+		storePath, transfersPath := sqlitePaths(cfg)
+		databases = []string{storePath, transfersPath}
+	}
+	tightened, err := PrepareDataDir(cfg.DataDir, databases...)
+	if err != nil {
+		return nil, err
+	}
+	if len(tightened) > 0 {
+		log.Warn("made data directory files private: group or other users could read them", "paths", tightened)
 	}
 	keyring, err := LoadKeyring(cfg)
 	if err != nil {
@@ -154,6 +162,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 
 // Start listens on the configured address and serves in the background.
 func (s *Service) Start(ctx context.Context) error {
+	applyMemoryLimit(s.cfg, s.log)
 	if err := s.pool.Start(ctx); err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}

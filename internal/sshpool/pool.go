@@ -191,6 +191,10 @@ var (
 	ErrClosed = errors.New("ssh pool closed")
 	// ErrConnLost means the connection carrying an operation died while it ran.
 	ErrConnLost = errors.New("ssh connection lost")
+	// ErrNotStarted marks a failure that happened before a session's command or subsystem could
+	// reach the server (no channel could be had, or the connection died before the request left
+	// this process): nothing ran, so starting it again on another connection cannot run it twice.
+	ErrNotStarted = errors.New("command not started")
 	// ErrNegotiation means client and server share no cipher, key exchange or host key
 	// algorithm (e.g. a system's ciphers list the server does not offer). Retrying cannot help.
 	ErrNegotiation = errors.New("ssh algorithm negotiation failed")
@@ -822,7 +826,8 @@ func dialDirect(ctx context.Context, t Target, np *netpolicy.Policy) (*ssh.Clien
 func handshake(ctx context.Context, nc net.Conn, t Target, abort func()) (*ssh.Client, error) {
 	stop := context.AfterFunc(ctx, abort)
 	cfg := *t.Config
-	sc, chans, reqs, err := ssh.NewClientConn(nc, t.Addr, &cfg)
+	w := &wire{Conn: nc}
+	sc, chans, reqs, err := ssh.NewClientConn(w, t.Addr, &cfg)
 	if !stop() {
 		err = errors.Join(err, ctx.Err())
 	}
@@ -831,7 +836,7 @@ func handshake(ctx context.Context, nc net.Conn, t Target, abort func()) (*ssh.C
 		return nil, classifyDialErr(t, err)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	return ssh.NewClient(sc, chans, reqs), nil
+	return ssh.NewClient(wiredConn{Conn: sc, w: w}, chans, reqs), nil
 }
 
 // IsPermanentDialErr reports whether retrying a dial cannot help (callers such as the transfer
@@ -997,11 +1002,15 @@ func (p *Pool) evictIdle(now time.Time) {
 	}
 }
 
-// isConnBroken reports whether err means the SSH connection (not just the operation) failed.
+// isConnBroken reports whether err means the SSH connection (not just the operation) failed: the
+// pool's one classification of such errors (a channel or SFTP request that ended with the
+// connection, a failed socket read or write).
 func isConnBroken(err error) bool {
 	if err == nil {
 		return false
 	}
-	return errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, net.ErrClosed) ||
-		strings.Contains(err.Error(), "EOF") || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	var ne *net.OpError
+	return errors.Is(err, ErrConnLost) || errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, net.ErrClosed) ||
+		strings.Contains(err.Error(), "EOF") || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &ne)
 }

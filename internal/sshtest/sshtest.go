@@ -378,8 +378,76 @@ func newKey() (pemBytes []byte, pub ssh.PublicKey, signer ssh.Signer, err error)
 	return pem.EncodeToMemory(block), signer.PublicKey(), signer, nil
 }
 
+// ConnectionPIDs returns the ids of the per-connection sshd processes, the listener's children:
+// one for each client connection, authenticated or not.
+func (s *Server) ConnectionPIDs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return nil
+	}
+	var out []int
+	for p, pp := range parents() {
+		if pp == s.cmd.Process.Pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// KillConnection kills per-connection process pid (from ConnectionPIDs) and every process below
+// it (its sessions' shells and commands) at once, as a crash of that connection's sshd would: the
+// client sees its connection drop while the listener and other connections stay up.
+func (s *Server) KillConnection(pid int) {
+	for p := range freeze(pid) {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+}
+
+// StopConnection freezes (SIGSTOP) per-connection process pid and every process below it: the
+// client's requests on that connection go unanswered, its writes still succeed, until
+// KillConnection ends it.
+func (s *Server) StopConnection(pid int) { freeze(pid) }
+
+// freeze stops pid and every process below it and returns them.
+func freeze(pid int) map[int]bool {
+	frozen := map[int]bool{pid: true}
+	_ = syscall.Kill(pid, syscall.SIGSTOP)
+	for pass := 0; pass < 100; pass++ { // as in Kill: a frozen process cannot fork
+		fresh := 0
+		for _, child := range descendants(pid) {
+			if !frozen[child] {
+				frozen[child] = true
+				fresh++
+				_ = syscall.Kill(child, syscall.SIGSTOP)
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	return frozen
+}
+
 // descendants lists every process below pid, read from /proc.
 func descendants(pid int) []int {
+	parent := parents()
+	var out []int
+	var walk func(int)
+	walk = func(root int) {
+		for p, pp := range parent {
+			if pp == root {
+				out = append(out, p)
+				walk(p)
+			}
+		}
+	}
+	walk(pid)
+	return out
+}
+
+// parents maps every process id to its parent's, read from /proc.
+func parents() map[int]int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -403,18 +471,7 @@ func descendants(pid int) []int {
 		pp, _ := strconv.Atoi(f[1])
 		parent[p] = pp
 	}
-	var out []int
-	var walk func(int)
-	walk = func(root int) {
-		for p, pp := range parent {
-			if pp == root {
-				out = append(out, p)
-				walk(p)
-			}
-		}
-	}
-	walk(pid)
-	return out
+	return parent
 }
 
 func freePort() (int, error) {

@@ -143,6 +143,30 @@ type UserGroupsParams struct {
 	Groups []string
 }
 
+// AccessStampParams names the facts a decision on Owner's system SystemID for Caller relied on:
+// the system, its credential, the operator's switches of Caller, Owner and the system, and
+// (for a grantee) GrantID, judged unexpired at Now.
+type AccessStampParams struct {
+	Owner, SystemID, Caller string
+	GrantID                 string // "" for the owner's own decision
+	Now                     time.Time
+}
+
+// AccessStamp is a snapshot of what AccessStampParams names, read in one query. Any change that
+// can withdraw access (a system deleted or changed, a credential replaced or removed, a grant
+// revoked or expired, a user or system disabled) changes the stamp, so a decision made after an
+// equal stamp was read still holds.
+type AccessStamp struct {
+	// SystemUpdated is the system's UpdatedAt in Unix microseconds, 0 when it is gone.
+	SystemUpdated int64
+	// CredentialGeneration is the credential's generation, 0 when there is none.
+	CredentialGeneration int64
+	// GrantLive reports that GrantID exists on the system and has not expired.
+	GrantLive bool
+	// Disabled reports that Caller, Owner or the system is disabled.
+	Disabled bool
+}
+
 // AuditAppendParams appends entries in one transaction (times set where zero).
 type AuditAppendParams struct{ Entries []AuditEntry }
 
@@ -178,6 +202,8 @@ type AccessStore interface {
 	SetDisabled(ctx context.Context, p *DisabledParams) error
 	// IsDisabled reports whether the user, or (with SystemID) the system, is disabled.
 	IsDisabled(ctx context.Context, p *DisabledParams) (bool, error)
+	// AccessStamp reads, in one query, what a decision on p's system relied on.
+	AccessStamp(ctx context.Context, p *AccessStampParams) (AccessStamp, error)
 	// ListAllSystems returns every owner's systems (operators), sorted by owner and ID.
 	ListAllSystems(ctx context.Context) ([]System, error)
 	// PutUserGroups records p.Groups as p.User's groups.

@@ -96,9 +96,9 @@ func copyOne(ctx context.Context, src, dst *sqlDB, inserter *river.Client[*sql.T
 	}
 	if _, err := tx.ExecContext(ctx, dst.q(`UPDATE transfers SET status = ?, error = ?, streams = ?, bytes_total = ?, bytes_done = ?,
 		files_total = ?, files_done = ?, files_failed = ?, files_skipped = ?, bytes_read = ?, rate = ?, attempts = ?,
-		started_at = ?, finished_at = ?, retries = ? WHERE id = ?`),
+		started_at = ?, finished_at = ?, retries = ?, slow_runs = ? WHERE id = ?`),
 		string(t.Status), t.Error, t.Streams, t.BytesTotal, t.BytesDone, t.FilesTotal, t.FilesDone, t.FilesFailed, t.FilesSkipped,
-		t.BytesRead, t.RateBytesPerS, t.Attempts, started, finished, t.Retries, t.ID); err != nil {
+		t.BytesRead, t.RateBytesPerS, t.Attempts, started, finished, t.Retries, t.slowRuns, t.ID); err != nil {
 		return err
 	}
 	if requeue {

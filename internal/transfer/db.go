@@ -41,6 +41,10 @@ func (d *db) resumed(ctx context.Context, id, runner string) error {
 	return d.p.TransferResumed(ctx, &TransferLeaseParams{ID: id, Runner: runner})
 }
 
+func (d *db) slowRun(ctx context.Context, id, runner string) (int, error) {
+	return d.p.TransferSlowRun(ctx, &TransferLeaseParams{ID: id, Runner: runner})
+}
+
 func (d *db) plan(ctx context.Context, id string, items []Item, streams int) error {
 	return d.p.ItemsPlan(ctx, &ItemsPlanParams{ID: id, Items: items, Streams: streams})
 }

@@ -108,14 +108,25 @@ type Config struct {
 	MaxQueuedPerOwner int `yaml:"max_queued_per_owner" env:"MAX_QUEUED_PER_OWNER"`
 	// MinRate is the slowest a run may copy, in bytes/s averaged over MinRateWindow of copying
 	// (1024 bytes/s over 10m); a slower run goes back to the queue to retry on new channels,
-	// SlowRetries times (2), and then the transfer fails. A negative MinRate disables the check,
-	// a negative SlowRetries fails at once.
+	// SlowRetries times (2), and then the transfer fails. Slow runs are counted in the transfer's
+	// row over its whole life, so a restart or another instance continues the count. A negative
+	// MinRate disables the check, a negative SlowRetries fails at once.
 	MinRate       float64       `yaml:"min_rate" env:"MIN_RATE"`
 	MinRateWindow time.Duration `yaml:"min_rate_window" env:"MIN_RATE_WINDOW"`
 	SlowRetries   int           `yaml:"slow_retries" env:"SLOW_RETRIES"`
 	// DBConns caps this instance's connections to PostgreSQL for transfers and River (16); the
 	// store has its own pool. SQLite uses one connection.
 	DBConns int `yaml:"db_conns" env:"DB_CONNS"`
+	// MaxPlanItems caps the items (files, directories, symlinks) one transfer's plan may hold
+	// (1,000,000), and MaxPlanPathBytes the bytes of their source and destination paths
+	// together (256 MiB): the plan is built in memory and stored whole. A source tree beyond
+	// either fails the transfer, naming the limit, before anything is copied.
+	MaxPlanItems     int   `yaml:"max_plan_items" env:"MAX_PLAN_ITEMS"`
+	MaxPlanPathBytes int64 `yaml:"max_plan_path_bytes" env:"MAX_PLAN_PATH_BYTES"`
+	// HelperOutputBytes caps what is kept of the stdout and of the stderr of each helper
+	// command a transfer runs on a server (a sha256 or cp batch) (1 MiB). A command printing
+	// more fails, naming the limit, rather than being judged on cut output.
+	HelperOutputBytes int64 `yaml:"helper_output_bytes" env:"HELPER_OUTPUT_BYTES"`
 }
 
 func (c *Config) setDefaults() {
@@ -152,9 +163,25 @@ func (c *Config) setDefaults() {
 		c.MinRate = 1024
 	}
 	defd(&c.MinRateWindow, 10*time.Minute)
+	def(&c.MaxPlanItems, 1_000_000)
+	if c.MaxPlanPathBytes <= 0 {
+		c.MaxPlanPathBytes = 256 << 20
+	}
+	if c.HelperOutputBytes <= 0 {
+		c.HelperOutputBytes = 1 << 20
+	}
 	if c.SlowRetries == 0 {
 		c.SlowRetries = 2
 	}
+}
+
+// BufferBytes is the most memory the engine's copy buffers may hold with this configuration:
+// every worker running a transfer on its most streams (or small files at once), each with
+// blocksInFlight blocks of blockSize and its source channel's 2 MiB receive window full.
+func (c Config) BufferBytes() int64 {
+	c.setDefaults()
+	perRun := int64(max(c.MaxStreams, MaxStreams, c.SmallFileConcurrency))
+	return int64(c.Workers) * perRun * (blocksInFlight*blockSize + channelWindow)
 }
 
 // Deps are the engine's collaborators.
@@ -191,9 +218,8 @@ type Engine struct {
 	instance string // lease owner name of this process
 	metrics  *metrics
 
-	mu       sync.Mutex
-	runs     map[string]*run
-	slowRuns map[string]int // transfer id -> runs that ended too slow
+	mu   sync.Mutex
+	runs map[string]*run
 
 	closing     chan struct{} // closed when the engine begins to shut down
 	closingOnce sync.Once

@@ -44,6 +44,10 @@ type Persistence interface {
 	// TransferResumed that it is moving again.
 	TransferRetrying(ctx context.Context, p *TransferRetryingParams) error
 	TransferResumed(ctx context.Context, p *TransferLeaseParams) error
+	// TransferSlowRun counts one more run of the transfer that ended too slow and returns the
+	// count, kept in the database so that a restarted or another instance continues it. It
+	// returns ErrNotFound when p.Runner no longer holds the lease.
+	TransferSlowRun(ctx context.Context, p *TransferLeaseParams) (int, error)
 
 	// LeaseAcquire makes p.Runner the runner of a transfer that is not finished and has no live
 	// lease, unless the owner already has p.MaxRunningPerOwner live runs (on any instance).

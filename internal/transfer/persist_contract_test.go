@@ -31,6 +31,7 @@ func TestPersistenceContract(t *testing.T) {
 		{"reap once with concurrent reapers", contractReap},
 		{"cancel, finish keeps canceled", contractCancel},
 		{"retrying carries error, retries and next attempt", contractRetrying},
+		{"slow runs counted in the row, by the lease holder only", contractSlowRuns},
 		{"plan, items, ranges", contractItems},
 		{"count-then-insert is serialised per owner", contractQuotaRace},
 	}
@@ -305,6 +306,34 @@ func contractRetrying(t *testing.T, p Persistence) {
 	got, _ = p.TransferGet(ctx, &TransferGetParams{Owner: "alice", ID: "tr-1"})
 	if got.Status != StatusRunning || got.Retries != 2 || got.NextAttemptAt != nil {
 		t.Fatalf("resumed (a runner without the lease changed nothing): %+v", got)
+	}
+}
+
+// contractSlowRuns: the count of too-slow runs is kept in the transfer's row (so another
+// instance, or this one after a restart, continues it), survives the lease being released and
+// re-acquired, and only the lease holder can add to it.
+func contractSlowRuns(t *testing.T, p Persistence) {
+	ctx := t.Context()
+	now := time.Now()
+	mustInsert(t, p, "tr-1", "alice", "")
+	for i, runner := range []string{"i-a", "i-b"} {
+		if res, err := p.LeaseAcquire(ctx, &LeaseAcquireParams{ID: "tr-1", Runner: runner, Now: now, Until: now.Add(time.Minute)}); err != nil || res != LeaseAcquired {
+			t.Fatalf("acquire by %s: %v %v", runner, res, err)
+		}
+		n, err := p.TransferSlowRun(ctx, &TransferLeaseParams{ID: "tr-1", Runner: runner})
+		if err != nil || n != i+1 {
+			t.Fatalf("slow run %d by %s: %d, %v", i+1, runner, n, err)
+		}
+		if err := p.TransferFinish(ctx, &TransferFinishParams{ID: "tr-1", Runner: runner, Status: StatusQueued, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.TransferSlowRun(ctx, &TransferLeaseParams{ID: "tr-1", Runner: "i-gone"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("slow run without the lease: %v, want ErrNotFound", err)
+	}
+	got, err := p.TransferGet(ctx, &TransferGetParams{ID: "tr-1"})
+	if err != nil || got.slowRuns != 2 {
+		t.Fatalf("slow runs read back: %+v %v, want 2", got, err)
 	}
 }
 

@@ -32,8 +32,8 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	defer release()
-	r.srcR = runner{pool: r.e.pool, t: r.src.Target}
-	r.dstR = runner{pool: r.e.pool, t: r.dst.Target}
+	r.srcR = runner{pool: r.e.pool, t: r.src.Target, maxOutput: r.e.cfg.HelperOutputBytes}
+	r.dstR = runner{pool: r.e.pool, t: r.dst.Target, maxOutput: r.e.cfg.HelperOutputBytes}
 	r.closeStreams()
 	r.streams = []*stream{{r: r}}
 	sc, dc, err := r.streams[0].clients(ctx)
@@ -218,7 +218,7 @@ func (r *run) plan(ctx context.Context, sc, dc *sftp.Client) ([]Item, error) {
 		if r.t.SameSystem && confine.Within(srcAbs, dstAbs) {
 			return nil, permanent(fmt.Errorf("destination %s is inside the source %s", dstAbs, srcAbs))
 		}
-		return walk(ctx, sc, srcAbs, dstAbs)
+		return walk(ctx, sc, srcAbs, dstAbs, planLimits{items: r.e.cfg.MaxPlanItems, pathBytes: r.e.cfg.MaxPlanPathBytes})
 	}
 	return nil, permanent(fmt.Errorf("source %s is not a regular file or directory", srcAbs))
 }
@@ -228,10 +228,21 @@ func fileItem(seq int64, src, dst string, fi os.FileInfo) Item {
 		mtime: fi.ModTime().Unix(), mode: uint32(fi.Mode().Perm())}
 }
 
+// planLimits bound one plan: its items, and the bytes of their source and destination paths.
+type planLimits struct {
+	items     int
+	pathBytes int64
+}
+
+// errPlanTooLarge is wrapped by the (permanent) error of a plan beyond its limits.
+var errPlanTooLarge = errors.New("transfer plan too large")
+
 // walk lists the tree under srcRoot (not following symlinks) as items whose destinations are
-// under dstRoot; directories come before their contents.
-func walk(ctx context.Context, sc *sftp.Client, srcRoot, dstRoot string) ([]Item, error) {
+// under dstRoot; directories come before their contents. A tree with more items or path bytes
+// than lim allows is a permanent error naming the limit, returned as soon as it is crossed.
+func walk(ctx context.Context, sc *sftp.Client, srcRoot, dstRoot string, lim planLimits) ([]Item, error) {
 	var items []Item
+	var pathBytes int64
 	w := sc.Walk(srcRoot)
 	for w.Step() {
 		if err := ctx.Err(); err != nil {
@@ -244,6 +255,16 @@ func walk(ctx context.Context, sc *sftp.Client, srcRoot, dstRoot string) ([]Item
 		dst := dstRoot
 		if p != srcRoot {
 			dst = path.Join(dstRoot, strings.TrimPrefix(p, srcRoot+"/"))
+		}
+		if fi.IsDir() || fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0 {
+			if len(items) >= lim.items {
+				return nil, permanent(fmt.Errorf("%w: %s has more than %d files, directories and symlinks (transfer.max_plan_items); transfer parts of it separately",
+					errPlanTooLarge, srcRoot, lim.items))
+			}
+			if pathBytes += int64(len(p) + len(dst)); pathBytes > lim.pathBytes {
+				return nil, permanent(fmt.Errorf("%w: the paths under %s exceed %d bytes (transfer.max_plan_path_bytes); transfer parts of it separately",
+					errPlanTooLarge, srcRoot, lim.pathBytes))
+			}
 		}
 		seq := int64(len(items))
 		switch {

@@ -115,6 +115,36 @@ func TestSlowTransferRetriedThenFailed(t *testing.T) {
 	t.Logf("trickling transfer failed after %s: %s", time.Since(start).Round(time.Millisecond), tr.Error)
 }
 
+// TestSlowRunsSurviveRestart: the count of too-slow runs lives in the transfer database. With
+// SlowRetries 1, a run that ends too slow is re-queued once; after the engine restarts (a new
+// process on the same database), the next slow run fails the transfer instead of being re-queued
+// again, as the first engine would have done.
+func TestSlowRunsSurviveRestart(t *testing.T) {
+	cfg := testConfig()
+	cfg.MinRate, cfg.MinRateWindow, cfg.SlowRetries = 64<<10, 2*time.Second, 1
+	h := newHarness(t, cfg)
+	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
+	h.sys.add("bob", "trickle", a, trickleProxy(t, a, 4<<10))
+	h.sys.add("bob", "b", b, "")
+	srcDir, dstDir := a.MkTemp(t), b.MkTemp(t)
+	randomFile(t, filepath.Join(srcDir, "f"), 4<<20, 1)
+	tr := h.submit("bob", Request{Source: Endpoint{System: "trickle", Path: filepath.Join(srcDir, "f")},
+		Destination: Endpoint{System: "b", Path: filepath.Join(dstDir, "f")}, Streams: 1})
+	h.wait("bob", tr.ID, 40*time.Second, func(tr *Transfer) bool { return tr.slowRuns == 1 })
+	h.stop()
+	h.start()
+	tr = h.wait("bob", tr.ID, 40*time.Second, nil)
+	if tr.Status != StatusFailed || !strings.Contains(tr.Error, "minimum") {
+		t.Fatalf("status %s error %q, want failed below the minimum rate", tr.Status, tr.Error)
+	}
+	if n := testutil.ToFloat64(h.eng.metrics.runs.WithLabelValues("too_slow")); n != 0 {
+		t.Fatalf("the restarted engine re-queued %v slow runs, want 0 (the first engine used the one retry)", n)
+	}
+	if tr.slowRuns != 2 {
+		t.Fatalf("slow runs %d, want 2", tr.slowRuns)
+	}
+}
+
 // trickleProxy puts a link of rate bytes/s with a small buffer in front of srv: what a closed
 // connection left queued drains quickly, as on a real path, so a new connection gets through.
 func trickleProxy(t *testing.T, srv *sshtest.Server, rate int64) string {

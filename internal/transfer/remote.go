@@ -69,14 +69,29 @@ func isConnErr(err error) bool {
 type runner struct {
 	pool command.Sessions
 	t    sshpool.Target
+	// maxOutput caps what is kept of a command's stdout and of its stderr (Config.HelperOutputBytes).
+	maxOutput int64
 }
 
-// run executes line and returns its stdout; a non-zero exit is returned as an error carrying
-// stderr, classified permanent when stderr says so.
+// errHelperOutput is wrapped by the (permanent) error of a helper command whose output went
+// beyond Config.HelperOutputBytes.
+var errHelperOutput = errors.New("helper command output too large")
+
+// run executes line and returns its stdout and stderr and exit status; a command that printed
+// more than r.maxOutput on either is an error naming the limit, since its cut output cannot be
+// trusted to list every result.
 func (r runner) run(ctx context.Context, line string, timeout time.Duration) (string, string, int, error) {
-	res, err := command.Run(ctx, r.pool, r.t, command.Request{Command: line, Timeout: timeout, MaxOutput: 16 << 20}, nil)
+	maxOut := r.maxOutput
+	if maxOut <= 0 {
+		maxOut = 1 << 20
+	}
+	res, err := command.Run(ctx, r.pool, r.t, command.Request{Command: line, Timeout: timeout, MaxOutput: maxOut}, nil)
 	if err != nil {
 		return "", "", -1, fmt.Errorf("run on %s: %w", r.t.Key, err)
+	}
+	if res.StdoutTruncated || res.StderrTruncated {
+		return "", "", -1, permanent(fmt.Errorf("%w: a command on %s printed more than %d bytes (transfer.helper_output_bytes)",
+			errHelperOutput, r.t.Key, maxOut))
 	}
 	if res.TimedOut {
 		return res.Stdout, res.Stderr, -1, fmt.Errorf("command on %s timed out after %s", r.t.Key, timeout)

@@ -113,7 +113,7 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	stopHB()
 	<-hbDone
 	r.closeStreams()
-	return r.slowDone(r.conclude(parent, err))
+	return r.conclude(parent, err)
 }
 
 // conclude records how the run ended.
@@ -342,7 +342,10 @@ func (r *run) round(ctx context.Context, pending []*Item) error {
 	}
 	release, err := r.hold(ctx)
 	if err != nil {
-		return err
+		// Others hold the shared files (a move waiting, say): this round is skipped, the items
+		// stay pending, and the next round comes after the usual backoff.
+		r.setLastErr(fmt.Errorf("waiting for the shared files: %w", err))
+		return nil
 	}
 	defer release()
 	for _, s := range r.streams {

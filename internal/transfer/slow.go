@@ -102,21 +102,20 @@ func (r *run) checkRate(now time.Time) {
 }
 
 // concludeSlow ends a run that was too slow: it goes back to the queue (progress kept) up to
-// SlowRetries times, then the transfer fails.
+// SlowRetries times, then the transfer fails. The count of slow runs lives in the transfer's
+// row, so a restarted engine or another instance continues it rather than starting again at 0.
 func (r *run) concludeSlow(ctx context.Context, cause error, now time.Time, fail func(string) error) error {
 	e := r.e
-	e.mu.Lock()
-	if e.slowRuns == nil {
-		e.slowRuns = map[string]int{}
+	n, err := e.db.slowRun(ctx, r.t.ID, e.instance)
+	if errors.Is(err, ErrNotFound) {
+		e.metrics.runs.WithLabelValues("lease_lost").Inc()
+		return nil
 	}
-	e.slowRuns[r.t.ID]++
-	n := e.slowRuns[r.t.ID]
-	if n > e.cfg.SlowRetries {
-		delete(e.slowRuns, r.t.ID)
+	if err != nil {
+		return dbe(err)
 	}
-	e.mu.Unlock()
 	if n > e.cfg.SlowRetries {
-		return fail(cause.Error())
+		return fail(fmt.Sprintf("%s (re-queued %d times for being slow)", cause, n-1))
 	}
 	e.metrics.runs.WithLabelValues("too_slow").Inc()
 	e.log.Info("transfer too slow; re-queued to retry on new channels", "id", r.t.ID, "slow_runs", n, "err", cause)
@@ -125,15 +124,4 @@ func (r *run) concludeSlow(ctx context.Context, cause error, now time.Time, fail
 	}
 	r.setLastErr(cause)
 	return errSlowRequeue
-}
-
-// slowDone forgets the transfer's count of slow runs unless this run was re-queued for being
-// slow.
-func (r *run) slowDone(err error) error {
-	if !errors.Is(err, errSlowRequeue) {
-		r.e.mu.Lock()
-		delete(r.e.slowRuns, r.t.ID)
-		r.e.mu.Unlock()
-	}
-	return err
 }

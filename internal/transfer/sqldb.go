@@ -66,7 +66,7 @@ const unfinished = `('queued', 'running', 'retrying')`
 const transferCols = `id, owner, COALESCE(idem_key, ''), status, error, src_system, src_path, dst_system, dst_path,
 	recursive, sync, verify, streams, chunk_size, same_system, bytes_total, bytes_done, files_total, files_done,
 	files_failed, files_skipped, bytes_read, rate, attempts, created_at, started_at, finished_at, deadline,
-	streams_req, planned, retries, next_attempt_at`
+	streams_req, planned, retries, next_attempt_at, slow_runs`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -82,7 +82,7 @@ func scanTransfer(s scanner) (*Transfer, error) {
 		&t.Destination.System, &t.Destination.Path, &t.Recursive, &t.Sync, &t.Verify, &t.Streams, &t.ChunkSize,
 		&t.SameSystem, &t.BytesTotal, &t.BytesDone, &t.FilesTotal, &t.FilesDone, &t.FilesFailed, &t.FilesSkipped,
 		&t.BytesRead, &t.RateBytesPerS, &t.Attempts, &created, &started, &finished, &deadline, &t.streamsReq, &t.planned,
-		&t.Retries, &next)
+		&t.Retries, &next, &t.slowRuns)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +254,19 @@ func (s *sqlDB) TransferResumed(ctx context.Context, p *TransferLeaseParams) err
 		return fmt.Errorf("record resume: %w", err)
 	}
 	return nil
+}
+
+func (s *sqlDB) TransferSlowRun(ctx context.Context, p *TransferLeaseParams) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.q(`UPDATE transfers SET slow_runs = slow_runs + 1
+		WHERE id = ? AND lease_owner = ? RETURNING slow_runs`), p.ID, p.Runner).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("count slow run: %w", ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("count slow run: %w", err)
+	}
+	return n, nil
 }
 
 func (s *sqlDB) LeaseAcquire(ctx context.Context, p *LeaseAcquireParams) (LeaseResult, error) {

@@ -252,6 +252,7 @@ type Transfer struct {
 
 	streamsReq int  // requested streams, 0 for automatic
 	planned    bool // items are stored
+	slowRuns   int  // runs that ended too slow and were re-queued
 }
 
 // ItemKind is what an item is at the source.

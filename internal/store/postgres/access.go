@@ -324,6 +324,27 @@ func (d *DB) IsDisabled(ctx context.Context, p *store.DisabledParams) (bool, err
 	return n > 0, nil
 }
 
+// AccessStamp implements store.AccessStore.
+func (d *DB) AccessStamp(ctx context.Context, p *store.AccessStampParams) (store.AccessStamp, error) {
+	var st store.AccessStamp
+	var updated *time.Time
+	var grants, disabled int
+	err := d.pool.QueryRow(ctx, `SELECT
+		(SELECT updated_at FROM systems WHERE owner = $1 AND id = $2),
+		COALESCE((SELECT generation FROM credentials WHERE owner = $1 AND system_id = $2), 0),
+		(SELECT count(*) FROM grants WHERE id = $3 AND owner = $1 AND system_id = $2 AND (expires_at IS NULL OR expires_at > $4)),
+		(SELECT count(*) FROM disabled WHERE (owner = $5 AND system_id = '') OR (owner = $1 AND system_id IN ('', $2)))`,
+		p.Owner, p.SystemID, p.GrantID, p.Now, p.Caller).Scan(&updated, &st.CredentialGeneration, &grants, &disabled)
+	if err != nil {
+		return store.AccessStamp{}, fmt.Errorf("postgres: access stamp: %w", err)
+	}
+	if updated != nil {
+		st.SystemUpdated = updated.UnixMicro()
+	}
+	st.GrantLive, st.Disabled = grants > 0, disabled > 0
+	return st, nil
+}
+
 // ListAllSystems implements store.AccessStore.
 func (d *DB) ListAllSystems(ctx context.Context) ([]store.System, error) {
 	rows, err := d.pool.Query(ctx, `SELECT `+systemColumns+` FROM systems ORDER BY owner COLLATE "C", id COLLATE "C"`)

@@ -329,6 +329,24 @@ func (d *DB) IsDisabled(ctx context.Context, p *store.DisabledParams) (bool, err
 	return n > 0, nil
 }
 
+// AccessStamp implements store.AccessStore.
+func (d *DB) AccessStamp(ctx context.Context, p *store.AccessStampParams) (store.AccessStamp, error) {
+	var st store.AccessStamp
+	var grants, disabled int
+	err := d.db.QueryRowContext(ctx, `SELECT
+		COALESCE((SELECT updated_at FROM systems WHERE owner = ? AND id = ?), 0),
+		COALESCE((SELECT generation FROM credentials WHERE owner = ? AND system_id = ?), 0),
+		(SELECT count(*) FROM grants WHERE id = ? AND owner = ? AND system_id = ? AND (expires_at = 0 OR expires_at > ?)),
+		(SELECT count(*) FROM disabled WHERE (owner = ? AND system_id = '') OR (owner = ? AND system_id IN ('', ?)))`,
+		p.Owner, p.SystemID, p.Owner, p.SystemID, p.GrantID, p.Owner, p.SystemID, p.Now.UnixMicro(),
+		p.Caller, p.Owner, p.SystemID).Scan(&st.SystemUpdated, &st.CredentialGeneration, &grants, &disabled)
+	if err != nil {
+		return store.AccessStamp{}, fmt.Errorf("sqlite: access stamp: %w", err)
+	}
+	st.GrantLive, st.Disabled = grants > 0, disabled > 0
+	return st, nil
+}
+
 // ListAllSystems implements store.AccessStore.
 func (d *DB) ListAllSystems(ctx context.Context) ([]store.System, error) {
 	rows, err := d.db.QueryContext(ctx, `SELECT `+systemColumns+` FROM systems ORDER BY owner, id`)

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -63,9 +64,15 @@ func Open(ctx context.Context, path string) (*DB, error) {
 // database uses (WAL, IMMEDIATE transactions, busy_timeout, foreign keys), at most maxConns
 // connections, and applies the numbered goose SQL migrations found at the top of migrations.
 // Other components with their own file (the transfer queue) open it with this too.
+//
+// A new file is created with mode 0600, and so are its -wal and -shm files (see createPrivate);
+// an existing file keeps its mode.
 func OpenFile(ctx context.Context, path string, maxConns int, migrations fs.FS) (*sql.DB, error) {
 	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || path == ":memory:" {
 		return nil, fmt.Errorf("sqlite: unsupported database path %q: want a plain file path", path)
+	}
+	if err := createPrivate(path); err != nil {
+		return nil, err
 	}
 	dsn := path + "?" + strings.Join([]string{
 		"_txlock=immediate",
@@ -85,6 +92,24 @@ func OpenFile(ctx context.Context, path string, maxConns int, migrations fs.FS) 
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// createPrivate creates the database file at path, empty and with mode 0600, unless something
+// is already there. SQLite would create it with mode 0644 less the umask, readable by every
+// local user; an empty file is an empty database to SQLite, and SQLite's unix VFS creates the
+// -wal and -shm files with the mode of the database file, so all three stay private.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: create %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("sqlite: create %s: %w", path, err)
+	}
+	return nil
 }
 
 // migrate applies the migrations in fsys that have not run yet.

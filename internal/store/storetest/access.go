@@ -212,6 +212,90 @@ func testDisabled(t *testing.T, s store.Store) {
 	}
 }
 
+// testAccessStamp: every change that can withdraw access changes the stamp, and nothing else
+// does.
+func testAccessStamp(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, sampleSystem("alice", "hpc"))
+	mustPut(t, s, sampleCredential("alice", "hpc", "alice"))
+	g := store.Grant{Owner: "alice", SystemID: "hpc", Principal: "user:bob", Path: "/p", Access: "read", ExpiresAt: time.Now().Add(time.Hour)}
+	if err := s.CreateGrant(ctx, &store.GrantCreateParams{Grant: &g}); err != nil {
+		t.Fatal(err)
+	}
+	p := &store.AccessStampParams{Owner: "alice", SystemID: "hpc", Caller: "bob", GrantID: g.ID, Now: time.Now()}
+	stamp := func() store.AccessStamp {
+		t.Helper()
+		st, err := s.AccessStamp(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := stamp()
+	if st.SystemUpdated == 0 || st.CredentialGeneration == 0 || !st.GrantLive || st.Disabled {
+		t.Fatalf("stamp of a usable grant: %+v", st)
+	}
+	// Unrelated changes leave it alone.
+	mustCreate(t, s, sampleSystem("alice", "other"))
+	_ = s.SetDisabled(ctx, &store.DisabledParams{Owner: "carol", Disabled: true})
+	if got := stamp(); got != st {
+		t.Fatalf("unrelated changes moved the stamp: %+v, was %+v", got, st)
+	}
+	changes := []struct {
+		name  string
+		apply func()
+		undo  func()
+	}{
+		{"grant expired", func() { p.Now = g.ExpiresAt.Add(time.Second) }, func() { p.Now = time.Now() }},
+		{"caller disabled", func() { _ = s.SetDisabled(ctx, &store.DisabledParams{Owner: "bob", Disabled: true}) },
+			func() { _ = s.SetDisabled(ctx, &store.DisabledParams{Owner: "bob"}) }},
+		{"owner disabled", func() { _ = s.SetDisabled(ctx, &store.DisabledParams{Owner: "alice", Disabled: true}) },
+			func() { _ = s.SetDisabled(ctx, &store.DisabledParams{Owner: "alice"}) }},
+		{"system disabled", func() { _ = s.SetDisabled(ctx, &store.DisabledParams{Owner: "alice", SystemID: "hpc", Disabled: true}) },
+			func() { _ = s.SetDisabled(ctx, &store.DisabledParams{Owner: "alice", SystemID: "hpc"}) }},
+	}
+	for _, c := range changes {
+		c.apply()
+		if got := stamp(); got == st {
+			t.Fatalf("%s: stamp unchanged", c.name)
+		}
+		c.undo()
+		if got := stamp(); got != st {
+			t.Fatalf("%s undone: %+v, was %+v", c.name, got, st)
+		}
+	}
+	time.Sleep(time.Millisecond) // updated_at has microsecond resolution: a later update must differ
+	sys, err := s.GetSystem(ctx, "alice", "hpc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys.RootDir = "/elsewhere"
+	sys.UpdatedAt = time.Time{}
+	if err := s.UpdateSystem(ctx, sys); err != nil {
+		t.Fatal(err)
+	}
+	if got := stamp(); got.SystemUpdated == st.SystemUpdated {
+		t.Fatalf("system changed, stamp %+v unchanged", got)
+	}
+	st = stamp()
+	mustPut(t, s, sampleCredential("alice", "hpc", "alice"))
+	if got := stamp(); got.CredentialGeneration == st.CredentialGeneration {
+		t.Fatalf("credential replaced, stamp %+v unchanged", got)
+	}
+	if err := s.DeleteGrant(ctx, &store.GrantDeleteParams{Owner: "alice", SystemID: "hpc", ID: g.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := stamp(); got.GrantLive {
+		t.Fatalf("grant revoked, stamp %+v still live", got)
+	}
+	if err := s.DeleteSystem(ctx, "alice", "hpc"); err != nil {
+		t.Fatal(err)
+	}
+	if got := stamp(); got.SystemUpdated != 0 || got.CredentialGeneration != 0 {
+		t.Fatalf("system deleted: %+v", got)
+	}
+}
+
 func testUserGroups(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	if g, err := s.GetUserGroups(ctx, &store.UserGroupsParams{User: "bob"}); err != nil || g != nil {

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"CreateLimit", testCreateLimit},
 		{"AuditQuery", testAuditQuery},
 		{"Disabled", testDisabled},
+		{"AccessStamp", testAccessStamp},
 		{"UserGroups", testUserGroups},
 		{"AuditBatch", testAuditBatch},
 	}

@@ -1,0 +1,220 @@
+// Package s3test starts a real S3 server for tests: versitygw (Apache-2.0) with its posix
+// backend, on a free loopback port, storing objects as plain files in a temporary directory.
+// The binary is built from the module in tools/versitygw (pinned there, so its dependencies stay
+// out of sshapi's go.mod) into build/bin/versitygw the first time it is needed, or taken from
+// $SSHAPI_VERSITYGW. There is no fake: tests that need S3 get this server or fail.
+package s3test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// Server is a running versitygw.
+type Server struct {
+	// Endpoint is the base URL (http://127.0.0.1:PORT).
+	Endpoint string
+	// AccessKeyID and SecretAccessKey are the root credential.
+	AccessKeyID, SecretAccessKey string
+	// Dir is the posix backend's top directory: each bucket is a directory in it.
+	Dir string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *bytes.Buffer
+	mu   sync.Mutex
+}
+
+// New starts a server for tb and stops it when tb ends.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+	s, err := Start(context.Background(), tb.TempDir())
+	if err != nil {
+		tb.Fatalf("s3test: %v", err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Start runs versitygw on a free loopback port with dir as its posix top directory.
+func Start(ctx context.Context, dir string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := &Server{Endpoint: "http://" + addr, AccessKeyID: "AK" + randomHex(8), SecretAccessKey: randomHex(20), Dir: dir,
+		done: make(chan struct{}), log: &bytes.Buffer{}}
+	s.cmd = exec.Command(bin, "--port", addr, "--quiet", "posix", dir)
+	// The credential goes by environment, not argv, where any local user could read it.
+	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.AccessKeyID, "ROOT_SECRET_ACCESS_KEY="+s.SecretAccessKey)
+	s.cmd.Stdout, s.cmd.Stderr = s, s
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start versitygw: %w", err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	if err := s.waitReady(ctx, addr); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Write collects the server's output (for failure messages).
+func (s *Server) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.log.Len() < 1<<20 {
+		s.log.Write(p)
+	}
+	return len(p), nil
+}
+
+// waitReady waits until the server answers HTTP.
+func (s *Server) waitReady(ctx context.Context, addr string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case <-s.done:
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return fmt.Errorf("versitygw exited: %s", s.log.String())
+		default:
+		}
+		res, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			res.Body.Close()
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("versitygw at %s not ready: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop ends the server by its PID and waits for it.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// Kill ends the server abruptly (SIGKILL), as a crash would.
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// Bucket creates a bucket with a fresh name and returns it.
+func (s *Server) Bucket(tb testing.TB) string {
+	tb.Helper()
+	name := "b-" + randomHex(6)
+	c := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(s.AccessKeyID, s.SecretAccessKey, "")})
+	if _, err := c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: &name}); err != nil {
+		tb.Fatalf("create bucket %s: %v", name, err)
+	}
+	return name
+}
+
+var buildMu sync.Mutex
+
+// Binary returns the versitygw binary, building it once (from tools/versitygw into
+// build/bin/versitygw under the module root) when $SSHAPI_VERSITYGW is not set.
+func Binary() (string, error) {
+	if p := os.Getenv("SSHAPI_VERSITYGW"); p != "" {
+		return p, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(root, "build", "bin", "versitygw")
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	lock, err := os.OpenFile(filepath.Join(root, "tools", "versitygw", ".build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	// Test binaries of several packages run at once: one builds, the others wait.
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if fresh(bin, filepath.Join(root, "tools", "versitygw", "go.mod")) {
+		return bin, nil
+	}
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/versity/versitygw/cmd/versitygw")
+	cmd.Dir = filepath.Join(root, "tools", "versitygw")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build versitygw: %w: %s", err, out)
+	}
+	return bin, nil
+}
+
+// fresh reports whether bin exists and is newer than src.
+func fresh(bin, src string) bool {
+	b, err := os.Stat(bin)
+	if err != nil {
+		return false
+	}
+	s, err := os.Stat(src)
+	return err == nil && b.ModTime().After(s.ModTime())
+}
+
+// moduleRoot finds sshapi's module root above the working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/sshapi/sshapi\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("s3test: sshapi's module root not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

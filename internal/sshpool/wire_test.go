@@ -1,0 +1,73 @@
+package sshpool
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sshapi/sshapi/internal/sshtest"
+)
+
+// killConnections kills every per-connection sshd process of srv and waits until p has dropped
+// all its connections (the client read the end of each).
+func killConnections(t *testing.T, srv *sshtest.Server, p *Pool) {
+	t.Helper()
+	pids := srv.ConnectionPIDs()
+	if len(pids) == 0 {
+		t.Fatal("no sshd connection process to kill")
+	}
+	for _, pid := range pids {
+		srv.KillConnection(pid)
+	}
+	waitFor(t, "the pool to drop the dead connections", func() bool { return p.Stats().Conns == 0 })
+}
+
+// TestStartOnDeadConnectionNotStarted: a session whose connection died before its exec request
+// was sent fails with ErrNotStarted and ErrConnLost, so the caller may start the command again.
+func TestStartOnDeadConnectionNotStarted(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	p, _ := newPool(t, Config{})
+	tg := target(t, srv, "dead", srv.Signer)
+	sess, err := p.NewSession(t.Context(), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	killConnections(t, srv, p)
+	err = sess.Start("true")
+	if !errors.Is(err, ErrNotStarted) || !errors.Is(err, ErrConnLost) {
+		t.Fatalf("Start on a dead connection: %v, want ErrNotStarted and ErrConnLost", err)
+	}
+	// The next session is on a fresh connection.
+	if out, err := run(t.Context(), p, tg, "echo ok"); err != nil || out != "ok\n" {
+		t.Fatalf("after the loss: %q %v", out, err)
+	}
+}
+
+// TestStartSentThenLostMayHaveRun: when the exec request left for the server and the connection
+// died before the answer, the failure is ErrConnLost without ErrNotStarted: the command may run.
+func TestStartSentThenLostMayHaveRun(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	p, _ := newPool(t, Config{})
+	tg := target(t, srv, "sent", srv.Signer)
+	sess, err := p.NewSession(t.Context(), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	pids := srv.ConnectionPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("sshd connection processes: %v, want one", pids)
+	}
+	// Freeze the connection's sshd so the request is written but not answered, then kill it.
+	srv.StopConnection(pids[0])
+	w := wireOf(sess.c.client)
+	before := w.writes.Load()
+	done := make(chan error, 1)
+	go func() { done <- sess.Start("true") }()
+	waitFor(t, "the exec request to be written", func() bool { return w.writes.Load() > before })
+	srv.KillConnection(pids[0])
+	err = <-done
+	if !errors.Is(err, ErrConnLost) || errors.Is(err, ErrNotStarted) {
+		t.Fatalf("Start lost after sending: %v, want ErrConnLost without ErrNotStarted", err)
+	}
+}

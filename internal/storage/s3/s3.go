@@ -1,0 +1,562 @@
+// Package s3 is the storage backend for an S3 bucket (AWS or any S3-compatible server: Ceph RGW,
+// MinIO, versitygw), with aws-sdk-go-v2's service/s3 client.
+//
+// The bucket, under an optional key prefix, is the backend's root: path "/a/b" is key
+// "<prefix>a/b". S3 has no directories: a directory is the common prefix of the keys below it,
+// and Mkdir stores an empty marker object "<dir>/" so that an empty directory can exist (listings
+// hide it). There is no rename: Rename copies on the server and then deletes, so for a moment
+// both names exist, and a failure between the two leaves both (the capabilities say so: no
+// AtomicRename). There are no modes and no links.
+//
+// Uploads are multipart uploads; a part carries its SHA-256 (x-amz-checksum-sha256) so the
+// server refuses a part whose bytes changed on the way (400 BadDigest), and the object appears
+// only when the upload is completed. Abort, or a failed Commit, aborts the multipart upload, so
+// no parts are left behind. A part is held in memory while it is sent (SigV4 over plain HTTP
+// needs a seekable body): memory is the part size times the parts in flight, which the caller
+// bounds.
+//
+// Request checksums are computed only when an operation requires them
+// (RequestChecksumCalculation "when required"): the SDK's 2025 default of adding CRC32 trailers
+// to every request breaks many S3-compatible servers.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/sshapi/sshapi/internal/storage"
+)
+
+// Limits of S3 multipart uploads and copies.
+const (
+	minPart       = 5 << 20
+	maxPart       = 5 << 30
+	maxParts      = 10_000
+	maxCopyObject = 5 << 30 // larger objects are copied part by part
+	copyPart      = 512 << 20
+	deleteBatch   = 1000
+)
+
+// Config says how to reach a bucket.
+type Config struct {
+	// Endpoint is the server's base URL (https://s3.example.org:9000); empty means AWS.
+	Endpoint string
+	// Region is the bucket's region ("us-east-1" when empty).
+	Region string
+	// Bucket is the bucket; Prefix, if set, a key prefix inside it that acts as the root.
+	Bucket, Prefix string
+	// PathStyle addresses the bucket as https://endpoint/bucket rather than a host name.
+	PathStyle bool
+	// AccessKeyID, SecretAccessKey and SessionToken are the credential.
+	AccessKeyID, SecretAccessKey, SessionToken string
+	// HTTPClient carries TLS settings (a custom CA) and the dial policy; nil uses a default one.
+	HTTPClient *http.Client
+}
+
+// Backend is a storage.Backend on one bucket. It is safe for concurrent use.
+type Backend struct {
+	c      *s3.Client
+	bucket string
+	prefix string // "" or ending in "/"
+}
+
+var _ storage.Backend = (*Backend)(nil)
+
+// New returns the backend for cfg. It makes no request.
+func New(cfg Config) (*Backend, error) {
+	if cfg.Bucket == "" {
+		return nil, errors.New("s3: bucket is required")
+	}
+	prefix := strings.Trim(cfg.Prefix, "/")
+	if prefix != "" {
+		if strings.Contains(prefix, "//") || strings.ContainsRune(prefix, 0) || slices.Contains(strings.Split(prefix, "/"), "..") {
+			return nil, fmt.Errorf("s3: invalid prefix %q", cfg.Prefix)
+		}
+		prefix += "/"
+	}
+	region := cfg.Region
+	if region == "" {
+		region = "us-east-1"
+	}
+	opts := s3.Options{
+		Region:                     region,
+		UsePathStyle:               cfg.PathStyle,
+		Credentials:                credentials.NewStaticCredentialsProvider(cfg.AccessKeyID, cfg.SecretAccessKey, cfg.SessionToken),
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+	}
+	if cfg.Endpoint != "" {
+		opts.BaseEndpoint = aws.String(cfg.Endpoint)
+	}
+	if cfg.HTTPClient != nil {
+		opts.HTTPClient = cfg.HTTPClient
+	}
+	return &Backend{c: s3.New(opts), bucket: cfg.Bucket, prefix: prefix}, nil
+}
+
+// Client is the underlying S3 client, for tests and tools.
+func (b *Backend) Client() *s3.Client { return b.c }
+
+// Capabilities implements storage.Backend.
+func (b *Backend) Capabilities() storage.Capabilities {
+	return storage.Capabilities{Kind: "s3", Has: []storage.Capability{storage.ServerCopy},
+		MinPartSize: minPart, MaxPartSize: maxPart, MaxParts: maxParts}
+}
+
+// key is the object key of path p ("/" is the prefix itself).
+func (b *Backend) key(p string) string { return b.prefix + strings.TrimPrefix(path.Clean("/"+p), "/") }
+
+// dirPrefix is the key prefix of the entries of directory p.
+func (b *Backend) dirPrefix(p string) string {
+	if k := b.key(p); k != b.prefix {
+		return k + "/"
+	}
+	return b.prefix
+}
+
+// classify maps S3 errors to the storage errors.
+func (b *Backend) classify(op, p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "NotFound", "NoSuchKey", "NoSuchUpload":
+			return fmt.Errorf("%s %s: %w", op, p, fs.ErrNotExist)
+		case "NoSuchBucket":
+			return fmt.Errorf("%s %s: bucket %q does not exist: %w", op, p, b.bucket, fs.ErrNotExist)
+		case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden":
+			return fmt.Errorf("%s %s: the server refused the credential (%s): %w", op, p, ae.ErrorCode(), fs.ErrPermission)
+		case "PreconditionFailed":
+			return fmt.Errorf("%s %s: %w", op, p, fs.ErrExist)
+		}
+	}
+	return fmt.Errorf("%s %s: %w", op, p, err)
+}
+
+// Stat implements storage.Backend. A key is a file; a prefix with keys below it (or a marker)
+// is a directory.
+func (b *Backend) Stat(ctx context.Context, p string) (*storage.Entry, error) {
+	p = path.Clean("/" + p)
+	if p == "/" {
+		return &storage.Entry{Path: "/", Name: "/", Type: storage.TypeDir}, nil
+	}
+	out, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(p))})
+	if err == nil {
+		return &storage.Entry{Path: p, Name: path.Base(p), Type: storage.TypeFile, Size: aws.ToInt64(out.ContentLength),
+			ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag)}, nil
+	}
+	if err = b.classify("stat", p, err); !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "bucket") {
+		return nil, err
+	}
+	isDir, err := b.hasKeys(ctx, b.dirPrefix(p))
+	if err != nil {
+		return nil, b.classify("stat", p, err)
+	}
+	if !isDir {
+		return nil, fmt.Errorf("stat %s: %w", p, fs.ErrNotExist)
+	}
+	return &storage.Entry{Path: p, Name: path.Base(p), Type: storage.TypeDir}, nil
+}
+
+// hasKeys reports whether any key starts with prefix.
+func (b *Backend) hasKeys(ctx context.Context, prefix string) (bool, error) {
+	out, err := b.c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: &prefix, MaxKeys: aws.Int32(1)})
+	if err != nil {
+		return false, err
+	}
+	return len(out.Contents) > 0, nil
+}
+
+// List implements storage.Backend: one ListObjectsV2 page with "/" as the delimiter, common
+// prefixes as directories, the directory's own marker hidden. The cursor is S3's continuation
+// token.
+func (b *Backend) List(ctx context.Context, dir, cursor string, limit int) (*storage.Page, error) {
+	dir = path.Clean("/" + dir)
+	prefix := b.dirPrefix(dir)
+	in := &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: &prefix, Delimiter: aws.String("/")}
+	if limit > 0 {
+		in.MaxKeys = aws.Int32(int32(min(limit, 1000)))
+	}
+	if cursor != "" {
+		in.ContinuationToken = &cursor
+	}
+	out, err := b.c.ListObjectsV2(ctx, in)
+	if err != nil {
+		return nil, b.classify("list", dir, err)
+	}
+	page := &storage.Page{}
+	for _, cp := range out.CommonPrefixes {
+		name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), prefix), "/")
+		if name == "" {
+			continue
+		}
+		page.Entries = append(page.Entries, storage.Entry{Path: path.Join(dir, name), Name: name, Type: storage.TypeDir})
+	}
+	for _, o := range out.Contents {
+		name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
+		if name == "" { // the directory's marker
+			continue
+		}
+		page.Entries = append(page.Entries, storage.Entry{Path: path.Join(dir, name), Name: name, Type: storage.TypeFile,
+			Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified), ETag: aws.ToString(o.ETag)})
+	}
+	sort.Slice(page.Entries, func(i, j int) bool { return page.Entries[i].Name < page.Entries[j].Name })
+	if aws.ToBool(out.IsTruncated) {
+		page.Next = aws.ToString(out.NextContinuationToken)
+	}
+	if cursor == "" && len(page.Entries) == 0 && len(out.Contents) == 0 && dir != "/" {
+		// Nothing below: a missing directory, or a file.
+		e, err := b.Stat(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		if e.Type != storage.TypeDir {
+			return nil, fmt.Errorf("list %s: %w", dir, storage.ErrNotDir)
+		}
+	}
+	return page, nil
+}
+
+// Open implements storage.Backend with a ranged GET.
+func (b *Backend) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
+	p = path.Clean("/" + p)
+	in := &s3.GetObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(p))}
+	switch {
+	case n == 0:
+		if _, err := b.Stat(ctx, p); err != nil {
+			return nil, err
+		}
+		return io.NopCloser(strings.NewReader("")), nil
+	case n > 0:
+		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))
+	case off > 0:
+		in.Range = aws.String(fmt.Sprintf("bytes=%d-", off))
+	}
+	out, err := b.c.GetObject(ctx, in)
+	if err != nil {
+		var ae smithy.APIError
+		if errors.As(err, &ae) && ae.ErrorCode() == "InvalidRange" {
+			return io.NopCloser(strings.NewReader("")), nil // at or past the end
+		}
+		return nil, b.classify("read", p, err)
+	}
+	return out.Body, nil
+}
+
+// Create implements storage.Backend. Without overwrite an existing object is refused now and,
+// where the server supports conditional writes, again at Commit (If-None-Match).
+func (b *Backend) Create(ctx context.Context, p string, opts storage.UploadOptions) (storage.Upload, error) {
+	p = path.Clean("/" + p)
+	if p == "/" {
+		return nil, fmt.Errorf("create /: %w", storage.ErrIsDir)
+	}
+	if e, err := b.Stat(ctx, p); err == nil {
+		if e.Type == storage.TypeDir {
+			return nil, fmt.Errorf("create %s: %w", p, storage.ErrIsDir)
+		}
+		if !opts.Overwrite {
+			return nil, fmt.Errorf("create %s: %w", p, fs.ErrExist)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "bucket") {
+		return nil, err
+	}
+	return &upload{b: b, p: p, key: b.key(p), opts: opts, parts: map[int]types.CompletedPart{}}, nil
+}
+
+// upload is a multipart upload, started at the first part.
+type upload struct {
+	b    *Backend
+	p    string
+	key  string
+	opts storage.UploadOptions
+
+	mu    sync.Mutex
+	id    string // the multipart upload id; "" until the first part
+	parts map[int]types.CompletedPart
+	done  bool
+}
+
+// start creates the multipart upload once.
+func (u *upload) start(ctx context.Context) (string, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done {
+		return "", fmt.Errorf("upload %s: already committed or aborted", u.p)
+	}
+	if u.id != "" {
+		return u.id, nil
+	}
+	out, err := u.b.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key,
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
+	if err != nil {
+		return "", u.b.classify("upload", u.p, err)
+	}
+	u.id = aws.ToString(out.UploadId)
+	return u.id, nil
+}
+
+// WritePart implements storage.Upload: the part is read into memory and sent with its SHA-256,
+// which the server checks.
+func (u *upload) WritePart(ctx context.Context, n int, _ int64, r io.Reader, size int64, sum []byte) error {
+	if n < 1 || n > maxParts {
+		return fmt.Errorf("upload %s: part number %d out of 1..%d", u.p, n, maxParts)
+	}
+	if size > maxPart {
+		return fmt.Errorf("upload %s: part %d of %d bytes exceeds %d", u.p, n, size, int64(maxPart))
+	}
+	id, err := u.start(ctx)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return fmt.Errorf("upload %s: part %d: %w", u.p, n, err)
+	}
+	if sum == nil {
+		s := sha256.Sum256(buf)
+		sum = s[:]
+	}
+	enc := base64.StdEncoding.EncodeToString(sum)
+	out, err := u.b.c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &u.b.bucket, Key: &u.key, UploadId: &id,
+		PartNumber: aws.Int32(int32(n)), Body: bytes.NewReader(buf), ContentLength: aws.Int64(size),
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &enc})
+	if err != nil {
+		return u.b.classify(fmt.Sprintf("upload part %d of", n), u.p, err)
+	}
+	u.mu.Lock()
+	u.parts[n] = types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.ETag, ChecksumSHA256: out.ChecksumSHA256}
+	u.mu.Unlock()
+	return nil
+}
+
+// Commit implements storage.Upload. A failed Commit aborts the upload.
+func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
+	id, err := u.start(ctx) // an empty file is one empty part
+	if err != nil {
+		return nil, err
+	}
+	u.mu.Lock()
+	if len(u.parts) == 0 {
+		u.mu.Unlock()
+		if err := u.WritePart(ctx, 1, 0, strings.NewReader(""), 0, nil); err != nil {
+			_ = u.Abort(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		u.mu.Lock()
+	}
+	parts := make([]types.CompletedPart, 0, len(u.parts))
+	for i := 1; i <= len(u.parts); i++ {
+		cp, ok := u.parts[i]
+		if !ok {
+			u.mu.Unlock()
+			_ = u.Abort(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("upload %s: part %d is missing (%d parts written)", u.p, i, len(u.parts))
+		}
+		parts = append(parts, cp)
+	}
+	u.mu.Unlock()
+	in := &s3.CompleteMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key, UploadId: &id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}
+	if !u.opts.Overwrite {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if _, err := u.b.c.CompleteMultipartUpload(ctx, in); err != nil {
+		_ = u.Abort(context.WithoutCancel(ctx))
+		return nil, u.b.classify("commit", u.p, err)
+	}
+	u.mu.Lock()
+	u.done = true
+	u.mu.Unlock()
+	return u.b.Stat(ctx, u.p)
+}
+
+// Abort implements storage.Upload.
+func (u *upload) Abort(ctx context.Context) error {
+	u.mu.Lock()
+	id, done := u.id, u.done
+	u.done = true
+	u.mu.Unlock()
+	if id == "" || done {
+		return nil
+	}
+	_, err := u.b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key, UploadId: &id})
+	if err = u.b.classify("abort", u.p, err); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// Remove implements storage.Backend: a file is one DeleteObject; a directory's keys are deleted
+// in batches of 1000, page by page, never all listed at once.
+func (b *Backend) Remove(ctx context.Context, p string, recursive bool) error {
+	p = path.Clean("/" + p)
+	e, err := b.Stat(ctx, p)
+	if err != nil {
+		return err
+	}
+	if e.Type == storage.TypeFile {
+		_, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(p))})
+		return b.classify("remove", p, err)
+	}
+	prefix := b.dirPrefix(p)
+	if !recursive {
+		out, err := b.c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: &prefix, MaxKeys: aws.Int32(2)})
+		if err != nil {
+			return b.classify("remove", p, err)
+		}
+		for _, o := range out.Contents {
+			if aws.ToString(o.Key) != prefix {
+				return fmt.Errorf("remove %s: %w", p, storage.ErrNotEmpty)
+			}
+		}
+	}
+	pages := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: &prefix, MaxKeys: aws.Int32(deleteBatch)})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return b.classify("remove", p, err)
+		}
+		if len(out.Contents) == 0 {
+			continue
+		}
+		ids := make([]types.ObjectIdentifier, 0, len(out.Contents))
+		for _, o := range out.Contents {
+			ids = append(ids, types.ObjectIdentifier{Key: o.Key})
+		}
+		del, err := b.c.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &b.bucket, Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		if err != nil {
+			return b.classify("remove", p, err)
+		}
+		if len(del.Errors) > 0 {
+			return fmt.Errorf("remove %s: %d keys not deleted, first %s: %s", p, len(del.Errors), aws.ToString(del.Errors[0].Key), aws.ToString(del.Errors[0].Message))
+		}
+	}
+	return nil
+}
+
+// Mkdir implements storage.Backend with an empty marker object "<dir>/". parents is moot (S3
+// has no parents to make) except that without it an existing directory is fs.ErrExist.
+func (b *Backend) Mkdir(ctx context.Context, p string, parents bool) error {
+	p = path.Clean("/" + p)
+	if e, err := b.Stat(ctx, p); err == nil {
+		if e.Type == storage.TypeDir && parents {
+			return nil
+		}
+		return fmt.Errorf("mkdir %s: %w", p, fs.ErrExist)
+	} else if !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "bucket") {
+		return err
+	}
+	for d := path.Dir(p); d != "/"; d = path.Dir(d) { // a file on the way is not a directory
+		e, err := b.headFile(ctx, d)
+		if err != nil {
+			return err
+		}
+		if e {
+			return fmt.Errorf("mkdir %s: %s: %w", p, d, storage.ErrNotDir)
+		}
+	}
+	_, err := b.c.PutObject(ctx, &s3.PutObjectInput{Bucket: &b.bucket, Key: aws.String(b.dirPrefix(p)), Body: strings.NewReader(""), ContentLength: aws.Int64(0)})
+	return b.classify("mkdir", p, err)
+}
+
+// headFile reports whether a file (an object) is at p.
+func (b *Backend) headFile(ctx context.Context, p string) (bool, error) {
+	_, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(p))})
+	if err == nil {
+		return true, nil
+	}
+	if err = b.classify("stat", p, err); errors.Is(err, fs.ErrNotExist) && !strings.Contains(err.Error(), "bucket") {
+		return false, nil
+	}
+	return false, err
+}
+
+// Rename implements storage.Backend for files: a server-side copy, then a delete. Not atomic.
+func (b *Backend) Rename(ctx context.Context, from, to string, overwrite bool) error {
+	if err := b.Copy(ctx, from, to, overwrite); err != nil {
+		return err
+	}
+	_, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(from))})
+	return b.classify("rename: delete the source", from, err)
+}
+
+// Copy implements storage.Backend for files with CopyObject, part by part (UploadPartCopy) above
+// 5 GiB.
+func (b *Backend) Copy(ctx context.Context, from, to string, overwrite bool) error {
+	from, to = path.Clean("/"+from), path.Clean("/"+to)
+	src, err := b.Stat(ctx, from)
+	if err != nil {
+		return err
+	}
+	if src.Type != storage.TypeFile {
+		return &storage.UnsupportedError{Kind: "s3", Capability: storage.Directories, Op: "copy or rename of a directory"}
+	}
+	if dst, err := b.Stat(ctx, to); err == nil {
+		if dst.Type == storage.TypeDir {
+			return fmt.Errorf("copy %s: %w", to, storage.ErrIsDir)
+		}
+		if !overwrite {
+			return fmt.Errorf("copy %s: %w", to, fs.ErrExist)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	source := url.PathEscape(b.bucket) + "/" + escapeKey(b.key(from))
+	if src.Size <= maxCopyObject {
+		_, err := b.c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(to)), CopySource: &source})
+		return b.classify("copy", from, err)
+	}
+	up, err := b.Create(ctx, to, storage.UploadOptions{Size: src.Size, Overwrite: overwrite})
+	if err != nil {
+		return err
+	}
+	u := up.(*upload)
+	id, err := u.start(ctx)
+	if err != nil {
+		return err
+	}
+	for n, off := 1, int64(0); off < src.Size; n, off = n+1, off+copyPart {
+		end := min(off+copyPart, src.Size) - 1
+		out, err := b.c.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: &b.bucket, Key: &u.key, UploadId: &id,
+			PartNumber: aws.Int32(int32(n)), CopySource: &source, CopySourceRange: aws.String(fmt.Sprintf("bytes=%d-%d", off, end))})
+		if err != nil {
+			_ = u.Abort(context.WithoutCancel(ctx))
+			return b.classify("copy", from, err)
+		}
+		u.mu.Lock()
+		u.parts[n] = types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.CopyPartResult.ETag, ChecksumSHA256: out.CopyPartResult.ChecksumSHA256}
+		u.mu.Unlock()
+	}
+	_, err = u.Commit(ctx)
+	return err
+}
+
+// escapeKey URL-escapes each segment of a key for x-amz-copy-source.
+func escapeKey(k string) string {
+	segs := strings.Split(k, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
