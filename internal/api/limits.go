@@ -49,6 +49,7 @@ func (l *OwnerLimits) setDefaults() {
 // limits are the server's per-owner gates.
 type limits struct {
 	commands, streams  *ownerSlots
+	jobStreams         *ownerSlots // job event streams and followed outputs
 	checks, credChecks *keyedRate
 	maxLoadsPerOwner   int // the load runs' share of the server's (Server.loads)
 }
@@ -58,6 +59,7 @@ func newLimits(cfg OwnerLimits) *limits {
 	return &limits{
 		commands:   &ownerSlots{what: "command requests", max: cfg.MaxCommandsPerOwner, retryAfter: 1},
 		streams:    &ownerSlots{what: "transfer event streams", max: cfg.MaxEventStreamsPerOwner, retryAfter: 15},
+		jobStreams: &ownerSlots{what: "job event streams and output follows", max: cfg.MaxEventStreamsPerOwner, retryAfter: 15},
 		checks:     newKeyedRate("credential checks", cfg.CredentialChecksPerMinute),
 		credChecks: newKeyedRate("checks of this credential", cfg.CredentialChecksPerMinutePerCredential),
 

@@ -106,6 +106,12 @@ func operation(rt route, r *http.Request) string {
 		return "files.upload"
 	case strings.HasPrefix(rt.pattern, "/v1/systems/{id}/files/"):
 		return "files.delete"
+	case rt.pattern == "/v1/systems/{id}/jobs":
+		return "jobs.submit"
+	case rt.pattern == "/v1/systems/{id}/jobs/{job_id}" && rt.method == http.MethodDelete:
+		return "jobs.cancel"
+	case strings.HasPrefix(rt.pattern, "/v1/systems/{id}/jobs/{job_id}/"):
+		return "jobs." + strings.TrimPrefix(rt.pattern, "/v1/systems/{id}/jobs/{job_id}/")
 	case rt.pattern == "/v1/systems/{id}/ops/{op}":
 		return "files." + r.PathValue("op")
 	case strings.HasPrefix(rt.pattern, "/v1/systems/{id}/") && strings.HasSuffix(rt.pattern, "/{path...}"):

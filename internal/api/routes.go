@@ -81,6 +81,15 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/systems/{id}/filetype/{path...}", false, s.fileType},
 		{"GET", "/v1/systems/{id}/df/{path...}", false, s.diskUsage},
 
+		{"POST", "/v1/systems/{id}/jobs", false, s.submitJob},
+		{"GET", "/v1/systems/{id}/jobs", false, s.listJobs},
+		{"GET", "/v1/systems/{id}/jobs/{job_id}", false, s.getJob},
+		{"DELETE", "/v1/systems/{id}/jobs/{job_id}", false, s.jobAction("cancel")},
+		{"POST", "/v1/systems/{id}/jobs/{job_id}/hold", false, s.jobAction("hold")},
+		{"POST", "/v1/systems/{id}/jobs/{job_id}/release", false, s.jobAction("release")},
+		{"GET", "/v1/systems/{id}/jobs/{job_id}/output", false, s.jobOutput},
+		{"GET", "/v1/systems/{id}/jobs/{job_id}/events", false, s.jobEvents},
+
 		{"POST", "/v1/transfers", false, s.createTransfer},
 		{"GET", "/v1/transfers", false, s.listTransfers},
 		{"GET", "/v1/transfers/{id}", false, s.getTransfer},

@@ -16,6 +16,7 @@ import (
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/jobs"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/slot"
@@ -200,6 +201,8 @@ type Deps struct {
 	Version  string
 	// Transfers runs /v1/transfers; nil answers those routes with 503.
 	Transfers Transfers
+	// Jobs runs /v1/systems/{id}/jobs (started by the caller); nil answers those routes with 503.
+	Jobs *jobs.Service
 	// Network refuses system hosts the operator's network policy denies (nil: none); the pool
 	// enforces the same policy when it dials.
 	Network *netpolicy.Policy

@@ -18,6 +18,7 @@ import (
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/config"
 	"github.com/sshapi/sshapi/internal/service"
+	"github.com/sshapi/sshapi/internal/slurmtest"
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -28,6 +29,7 @@ type demoOptions struct {
 	dataDir  string
 	user     string
 	envFile  string
+	slurm    bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -45,6 +47,7 @@ func newDemoCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.infoFile, "info-file", "", "with --keep, write the URL, token, system and the sshd's address, user, host key and private key as JSON to this file (0600) once ready, for test fixtures")
 	cmd.Flags().StringVar(&o.user, "user", sshtest.DefaultUser, "local account the demo sshd logs in (created if missing)")
 	cmd.Flags().StringVar(&o.envFile, "env-file", "", "once the demo is set up, write SSHAPI_URL, SSHAPI_TOKEN, SSHAPI_SYSTEM, SSHAPI_DATA_DIR (for `sshapi token`), SSHAPI_SSH_USER, SSHAPI_SSH_HOME, SSHAPI_SSH_HOST, SSHAPI_SSH_PORT, SSHAPI_SSH_HOST_KEY and SSHAPI_SSH_KEY_FILE to this file (shell syntax), for scripts")
+	cmd.Flags().BoolVar(&o.slurm, "slurm", false, "also start a one-node Slurm cluster (Debian's munge, slurmctld, slurmd) for the jobs routes")
 	return cmd
 }
 
@@ -63,6 +66,14 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	}
 	cfg := config.Default()
 	cfg.DataDir, cfg.Addr, cfg.LogLevel = dataDir, o.addr, "warn"
+	if o.slurm {
+		cl, err := slurmtest.Start(ctx, slurmtest.Options{})
+		if err != nil {
+			return fmt.Errorf("start demo Slurm cluster: %w", err)
+		}
+		defer cl.Close()
+		cfg.Jobs.Scheduler.Env = map[string]string{"SLURM_CONF": cl.Conf}
+	}
 	svc, err := service.New(ctx, cfg, newLogger(cfg, stderr))
 	if err != nil {
 		return err

@@ -45,7 +45,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	// Client verbs (scp-like SYSTEM:PATH arguments) against a logged-in service.
 	root.AddCommand(newLoginCmd(), newSystemsCmd(), newLsCmd(), newStatCmd(), newGetCmd(), newPutCmd(),
 		newRmCmd(), newMvCmd(), newCpCmd(), newMkdirCmd(), newCatCmd(), newRunCmd(),
-		newTransferCmd(), newTransfersCmd(), newCancelCmd())
+		newTransferCmd(), newTransfersCmd(), newCancelCmd(), newJobsCmd())
 	return root
 }
 

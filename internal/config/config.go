@@ -17,6 +17,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/api"
+	"github.com/sshapi/sshapi/internal/jobs"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
@@ -48,6 +49,8 @@ type Config struct {
 	Pool sshpool.Config `yaml:"pool" envPrefix:"POOL_"`
 	// Transfer tunes the transfer engine.
 	Transfer transfer.Config `yaml:"transfer" envPrefix:"TRANSFER_"`
+	// Jobs configures batch jobs: the shared poll and each system's scheduler commands.
+	Jobs jobs.Config `yaml:"jobs" envPrefix:"JOBS_"`
 	// Network says which addresses systems may have (checked at registration and on every dial).
 	Network netpolicy.Config `yaml:"network" envPrefix:"NETWORK_"`
 	// Server bounds the HTTP server's time and headers and says whether a proxy is in front.

@@ -21,6 +21,7 @@ import (
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/config"
 	"github.com/sshapi/sshapi/internal/guard"
+	"github.com/sshapi/sshapi/internal/jobs"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
@@ -51,6 +52,7 @@ type Service struct {
 	pool     *sshpool.Pool
 	tdb      transfer.Persistence
 	engine   *transfer.Engine
+	jobs     *jobs.Service
 	api      *api.Server
 	access   *access.Resolver
 	guardPG  *guard.Postgres // nil on SQLite
@@ -150,11 +152,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		verifier.Close()
 		return nil, fmt.Errorf("transfer engine: %w", err)
 	}
+	js := jobs.New(cfg.Jobs)
 	srv := api.New(cfg.HTTP, api.Deps{
-		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine, Access: acc,
+		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine, Access: acc, Jobs: js,
 		Log: log.With("component", "api"), Registry: reg, Version: Version, Network: network,
 	})
-	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, api: srv, access: acc, guardPG: guardPG, served: make(chan error, 1)}, nil
+	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, jobs: js, api: srv, access: acc, guardPG: guardPG, served: make(chan error, 1)}, nil
 }
 
 // Start listens on the configured address and serves in the background.
@@ -167,6 +170,7 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("transfer engine: %w", err)
 	}
 	s.access.Start(ctx) // audit retention
+	s.jobs.Start()
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -216,6 +220,7 @@ func (s *Service) Stop(ctx context.Context) error {
 		}
 	}
 	s.access.Stop()
+	s.jobs.Stop()
 	if err := s.engine.Stop(ctx); err != nil { // running transfers save progress and re-queue
 		errs = append(errs, fmt.Errorf("transfer engine: %w", err))
 	}

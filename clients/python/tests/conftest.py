@@ -56,7 +56,7 @@ def demo(sshapi_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     info, data, log = d / "info.json", d / "data", d / "demo.log"
     with open(log, "wb") as logf:
         p = subprocess.Popen(
-            [sshapi_bin, "demo", "--keep", "--addr", "127.0.0.1:0", "--data-dir", str(data), "--info-file", str(info)],
+            [sshapi_bin, "demo", "--keep", "--slurm", "--addr", "127.0.0.1:0", "--data-dir", str(data), "--info-file", str(info)],
             stdout=logf,
             stderr=subprocess.STDOUT,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+from urllib.parse import quote
 
 import httpx
 
@@ -14,6 +15,7 @@ from .models import (
     CredentialCheck,
     Excerpt,
     FileEntry,
+    Job,
     System,
     Transfer,
     TransferItem,
@@ -210,4 +212,63 @@ def system_body(
             "root_dir": root_dir,
             "description": description,
         }
+    )
+
+
+# --- batch jobs ------------------------------------------------------------------------------
+
+JOB_FIELDS = (
+    "working_dir", "name", "partition", "account", "qos", "time_limit", "nodes", "ntasks", "cpus_per_task",
+    "memory", "gpus", "array", "dependency", "env", "output", "error", "extra_args",
+)
+
+
+def job_url(system: str, job_id: str = "", rest: str = "") -> str:
+    return system_url(system, "/jobs" + (f"/{quote(job_id, safe='')}" if job_id else "") + rest)
+
+
+def submit_job(system: str, script: Optional[str], script_path: Optional[str], options: Dict[str, Any]) -> Call[Job]:
+    unknown = set(options) - set(JOB_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown job options: {', '.join(sorted(unknown))}")
+    body = drop_none({"script": script, "script_path": script_path, **options})
+    if "nodes" in body and isinstance(body["nodes"], int):
+        body["nodes"] = str(body["nodes"])
+    # Not idempotent: sending it again would submit a second job.
+    return Call("POST", job_url(system), lambda r: Job.from_json(r.json()), json=body)
+
+
+def jobs(system: str, state: Optional[str], name: Optional[str], since: Optional[str]) -> Call[List[Job]]:
+    return Call(
+        "GET",
+        job_url(system),
+        lambda r: [Job.from_json(j) for j in r.json().get("jobs") or []],
+        params=drop_none({"state": state, "name": name, "since": since}),
+        idempotent=True,
+    )
+
+
+def job(system: str, job_id: str, script: bool = False, wait: Optional[str] = None, timeout: Optional[int] = None) -> Call[Job]:
+    return Call(
+        "GET",
+        job_url(system, job_id),
+        lambda r: Job.from_json(r.json()),
+        params=drop_none({"script": flag(script), "wait": wait, "timeout": timeout}),
+        idempotent=True,
+    )
+
+
+def job_action(system: str, job_id: str, action: str) -> Call[None]:
+    if action == "cancel":
+        return Call("DELETE", job_url(system, job_id), parse_none, idempotent=True)
+    return Call("POST", job_url(system, job_id, "/" + action), parse_none, idempotent=True)
+
+
+def job_output(system: str, job_id: str, stream: str, tail_bytes: Optional[int]) -> Call[bytes]:
+    return Call(
+        "GET",
+        job_url(system, job_id, "/output"),
+        lambda r: r.content,
+        params=drop_none({"stream": stream, "tail_bytes": tail_bytes}),
+        idempotent=True,
     )

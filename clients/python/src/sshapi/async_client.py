@@ -32,7 +32,7 @@ from ._core import (
     system_url,
     upload_call,
 )
-from .errors import ChecksumMismatchError, ConnectionFailed, NotFoundError
+from .errors import ChecksumMismatchError, ConnectionFailed, NotFoundError, WaitTimeout
 from .models import (
     Checksum,
     CommandEvent,
@@ -41,6 +41,7 @@ from .models import (
     CredentialCheck,
     Excerpt,
     FileEntry,
+    Job,
     System,
     Transfer,
     TransferEvent,
@@ -421,6 +422,57 @@ class AsyncClient(Base):
                 state = await self.transfer(id)
         self._report(progress, state)
         return self._finished(state, check)
+
+    # --- batch jobs (Slurm) ----------------------------------------------------------------
+
+    async def submit_job(self, system: str, script: Optional[str] = None, *, script_path: Optional[str] = None, **options: Any) -> Job:
+        """Submits a batch job: ``script`` (its text, sent on sbatch's standard input) or
+        ``script_path`` (a script already on the system). ``options`` are the API's fields:
+        working_dir, name, partition, account, qos, time_limit, nodes, ntasks, cpus_per_task,
+        memory, gpus, array, dependency, env (a dict), output, error, extra_args (allowed sbatch
+        options). Not retried: a second send would submit a second job."""
+        return await self._do(ops.submit_job(system, script, script_path, options))
+
+    async def jobs(self, system: str, state: Optional[str] = None, name: Optional[str] = None, since: Optional[str] = None) -> List[Job]:
+        """The caller's jobs the controller holds (one entry per array task)."""
+        return await self._do(ops.jobs(system, state, name, since))
+
+    async def job(self, system: str, job_id: str, script: bool = False) -> Job:
+        """One job or array task (``"123_4"``); ``script`` adds its batch script."""
+        return await self._do(ops.job(system, job_id, script))
+
+    async def cancel_job(self, system: str, job_id: str) -> None:
+        await self._do(ops.job_action(system, job_id, "cancel"))
+
+    async def hold_job(self, system: str, job_id: str) -> None:
+        await self._do(ops.job_action(system, job_id, "hold"))
+
+    async def release_job(self, system: str, job_id: str) -> None:
+        await self._do(ops.job_action(system, job_id, "release"))
+
+    async def wait_job(self, system: str, job_id: str, until: str = "finished", timeout: Optional[float] = None) -> Job:
+        """Waits until the job is ``running`` (or already finished) or ``finished``, by long polls
+        the server answers from its shared poll (no polling here). Raises
+        :class:`~sshapi.WaitTimeout` after ``timeout`` seconds."""
+        if until not in ("running", "finished"):
+            raise ValueError("until must be 'running' or 'finished'")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = 60.0 if deadline is None else min(60.0, deadline - time.monotonic())
+            if left <= 0:
+                j = await self.job(system, job_id)
+                if j.reached(until):
+                    return j
+                raise WaitTimeout(f"job {job_id} still {j.state} after {timeout} s", j)
+            j = await self._do(ops.job(system, job_id, wait=until, timeout=max(0, int(left))), timeout=left + 30)
+            if j.reached(until):
+                return j
+            if left < 1:
+                await asyncio.sleep(left)
+
+    async def job_output(self, system: str, job_id: str, stream: str = "stdout", tail_bytes: Optional[int] = None) -> bytes:
+        """The end of the job's stdout or stderr (``tail_bytes``, default 64 KiB)."""
+        return await self._do(ops.job_output(system, job_id, stream, tail_bytes))
 
 
 class AsyncRemoteReader:

@@ -420,3 +420,84 @@ class TransferEvent:
     event: str
     transfer: Optional[Transfer] = None
     raw: str = ""
+
+
+@dataclass(frozen=True)
+class Job:
+    """A batch job (or one task of an array job, ``123_4``) as the scheduler reports it.
+
+    ``state`` is normalised (pending, running, suspended, completed, failed, cancelled, timeout);
+    ``slurm_state`` is the scheduler's own word. ``stdout``/``stderr`` are resolved paths."""
+
+    job_id: str
+    name: str = ""
+    user: str = ""
+    state: str = ""
+    slurm_state: str = ""
+    reason: str = ""
+    held: bool = False
+    finished: bool = False
+    exit_code: Optional[int] = None
+    signal: Optional[int] = None
+    array_job_id: str = ""
+    array_task_id: str = ""
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    submit_time: Optional[datetime] = None
+    start_time: Optional[datetime] = None
+    end_time: Optional[datetime] = None
+    time_limit: str = ""
+    nodes: int = 0
+    cpus: int = 0
+    node_list: str = ""
+    working_dir: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    dependency: str = ""
+    script: Optional[str] = None
+    #: "accounting" for a job read from sacct after the controller forgot it.
+    source: str = ""
+    #: A finished job's efficiency from accounting (cpu_efficiency, max_rss_bytes, ...).
+    efficiency: Optional[Dict[str, Any]] = None
+
+    def reached(self, until: str) -> bool:
+        """True once the job is ``running`` (or already finished) or ``finished``."""
+        if until == "finished":
+            return self.finished
+        return self.finished or self.state in ("running", "suspended")
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Job":
+        sc = d.get("script")
+        return cls(
+            job_id=_str(d.get("job_id")),
+            name=_str(d.get("name")),
+            user=_str(d.get("user")),
+            state=_str(d.get("state")),
+            slurm_state=_str(d.get("slurm_state")),
+            reason=_str(d.get("reason")),
+            held=_bool(d.get("held")),
+            finished=_bool(d.get("finished")),
+            exit_code=_opt_int(d.get("exit_code")),
+            signal=_opt_int(d.get("signal")),
+            array_job_id=_str(d.get("array_job_id")),
+            array_task_id=_str(d.get("array_task_id")),
+            partition=_str(d.get("partition")),
+            account=_str(d.get("account")),
+            qos=_str(d.get("qos")),
+            submit_time=parse_time(d.get("submit_time")),
+            start_time=parse_time(d.get("start_time")),
+            end_time=parse_time(d.get("end_time")),
+            time_limit=_str(d.get("time_limit")),
+            nodes=_int(d.get("nodes")),
+            cpus=_int(d.get("cpus")),
+            node_list=_str(d.get("node_list")),
+            working_dir=_str(d.get("working_dir")),
+            stdout=_str(d.get("stdout")),
+            stderr=_str(d.get("stderr")),
+            dependency=_str(d.get("dependency")),
+            script=sc if isinstance(sc, str) else None,
+            source=_str(d.get("source")),
+            efficiency=dict(d["efficiency"]) if isinstance(d.get("efficiency"), dict) else None,
+        )
