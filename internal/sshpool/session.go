@@ -187,6 +187,15 @@ func (s *SharedSFTP) Done(err error) {
 		c.sftpUse--
 		c.lastUsed = time.Now()
 		if isConnBroken(err) && !c.dead && !p.closing {
+			if c.sftp == s.Client {
+				// Its channel failed under a request: lend it no more, so a retry opens a new
+				// channel (and finds the connection dead, if it is) instead of failing on this
+				// one before watchSFTP or the probe notice. As watchSFTP would, the slot returns.
+				c.sftp = nil
+				c.slots++
+				go s.Client.Close()
+				p.serveWaitersLocked(c.kp)
+			}
 			p.wg.Add(1)
 			go p.probeOrKill(c)
 		}
