@@ -150,9 +150,10 @@ func parseScontrol(out string) ([]Job, error) {
 				}
 			}
 		}
-		// scontrol expands the patterns of a job (and of one array task, not of a pending
-		// array's whole record, where %a is NO_VAL): expand what it left.
-		j.Stdout, j.Stderr = j.expand(v["StdOut"]), j.expand(v["StdErr"])
+		// scontrol expands the patterns of a job and of one array task; in a pending array's
+		// whole record it writes NO_VAL (4294967294) for %a: each task's path differs there, so
+		// it is shown as the pattern. Then expand what scontrol left.
+		j.Stdout, j.Stderr = j.expand(j.taskPattern(v["StdOut"])), j.expand(j.taskPattern(v["StdErr"]))
 		jobs = append(jobs, j)
 	}
 	return jobs, nil
@@ -164,6 +165,18 @@ func (j *Job) setState(s string) {
 	j.SlurmState = s
 	j.State, j.Finished = normalise(s)
 	j.Held = j.State == StatePending && (j.Reason == "JobHeldUser" || j.Reason == "JobHeldAdmin")
+}
+
+// noVal is Slurm's NO_VAL, which scontrol prints for %a in a pending array's whole record.
+const noVal = "4294967294"
+
+// taskPattern puts %a back where scontrol wrote NO_VAL for it, in the record of a whole array
+// (a task range), whose tasks each have their own path.
+func (j *Job) taskPattern(p string) string {
+	if !strings.ContainsAny(j.ArrayTaskID, "-,%") {
+		return p
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(p, "%", "%%"), noVal, "%%a") // expand makes %% a %
 }
 
 // expand resolves sbatch's filename patterns (%j %A %a %x %u %N %%) in an output path, relative

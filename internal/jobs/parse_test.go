@@ -73,7 +73,7 @@ func TestParseFixtures(t *testing.T) {
 			j = s["4"]
 			check("name with Key=", j != nil && j.Name == "odd Name=x y" && j.User == "sshapi-test" && j.Stdout == "/home/u/t/slurm-4.out" && j.ExitCode == nil, j)
 			j = s["5_[1-3]"]
-			check("pending array record", j != nil && j.ArrayJobID == "5" && j.State == StatePending, j)
+			check("pending array record", j != nil && j.ArrayJobID == "5" && j.State == StatePending && j.Stdout == "/home/u/t/a-5_%a.out", j)
 			j = s["1"]
 			check("completed", j != nil && j.State == StateCompleted && *j.ExitCode == 0 && j.SubmitTime != nil && j.StartTime != nil && j.EndTime != nil, j)
 		})
