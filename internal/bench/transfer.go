@@ -296,9 +296,15 @@ func (b *TransferBench) download(ctx context.Context, remote string) error {
 	return nil
 }
 
-// transfer submits a system-to-system transfer with streams (0 = automatic), waits until it is
+// transfer submits a transfer from Src to Dst with streams (0 = automatic), waits until it is
 // terminal and returns the stream count it used.
 func (b *TransferBench) transfer(ctx context.Context, src, dst string, streams int) (int, error) {
+	return b.transferBetween(ctx, b.Src.System, src, b.Dst.System, dst, streams)
+}
+
+// transferBetween submits a transfer from srcSys:src to dstSys:dst with streams (0 =
+// automatic), waits until it is terminal and returns the stream count it used.
+func (b *TransferBench) transferBetween(ctx context.Context, srcSys, src, dstSys, dst string, streams int) (int, error) {
 	type state struct {
 		ID      string `json:"id"`
 		Status  string `json:"status"`
@@ -306,8 +312,8 @@ func (b *TransferBench) transfer(ctx context.Context, src, dst string, streams i
 		Error   string `json:"error"`
 	}
 	var t state
-	body := map[string]any{"source": map[string]string{"system": b.Src.System, "path": src},
-		"destination": map[string]string{"system": b.Dst.System, "path": dst}, "verify": b.Verify}
+	body := map[string]any{"source": map[string]string{"system": srcSys, "path": src},
+		"destination": map[string]string{"system": dstSys, "path": dst}, "verify": b.Verify}
 	if streams > 0 {
 		body["streams"] = streams
 	}

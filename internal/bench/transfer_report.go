@@ -60,7 +60,7 @@ func (r *TransferReport) WriteMarkdown(w io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(&b, "#### Transfers: %s\n\n", path)
-		b.WriteString("| what | target | streams | MB/s | seconds | CPU s (bench process + clients) | sshd CPU s | sshapi ÷ OpenSSH (MB/s) |\n")
+		b.WriteString("| what | target | streams | MB/s | seconds | CPU s (bench process + clients) | sshd CPU s | sshapi ÷ peer (MB/s) |\n")
 		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range r.Runs {
 			if s.Path != path || s.Scenario == TransferConnections || isChannels(s.Scenario) {
@@ -154,7 +154,7 @@ func ChannelsLabel(n int) string {
 func tableRow(cells []string) string { return "| " + strings.Join(cells, " | ") + " |\n" }
 
 // transferCells are a run's cells: what, target, streams, MB/s, seconds, CPU, sshd CPU and the
-// ratio to OpenSSH on the same path.
+// ratio to the peer (OpenSSH, or rclone for the S3 scenarios) on the same path.
 func transferCells(r *TransferReport, s TransferRun, what, streams string) []string {
 	target := s.Target
 	if s.Scenario == TransferConnections && s.Target != BaselineTarget {

@@ -350,7 +350,8 @@ func newBenchTransferCmd() *cobra.Command {
   sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --compare --json t.json --markdown t.md --plots img
   sshapi bench transfer --url $SSHAPI_URL --system hpc --remote-dir /scratch/me --size 1GiB
   sshapi bench transfer --size 256MiB --compare --ciphers aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes256-ctr
-  sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --channels 1,2,4,8,auto --compare`,
+  sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --channels 1,2,4,8,auto --compare
+  sshapi bench transfer --size 1GiB --streams auto --s3 --compare`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if o.Size, err = bench.ParseSize(size); err != nil {
@@ -366,6 +367,9 @@ func newBenchTransferCmd() *cobra.Command {
 				if c = strings.TrimSpace(c); c != "" {
 					o.Ciphers = append(o.Ciphers, c)
 				}
+			}
+			if o.S3 && (url != "" || len(o.Ciphers) > 0 || channels != "") {
+				return errors.New("--s3 runs beside the default runs of the self-hosted bench: not with --url, --ciphers or --channels")
 			}
 			if len(o.Ciphers) > 0 && url != "" {
 				return errors.New("--ciphers registers its own systems: it needs the self-hosted bench, not --url")
@@ -419,6 +423,7 @@ func newBenchTransferCmd() *cobra.Command {
 	f.StringVar(&ciphers, "ciphers", "", "instead of the runs above, upload and download once per SSH cipher (comma-separated), sshapi limited to it beside OpenSSH sftp -c with --compare")
 	f.StringVar(&channels, "channels", "", "instead of the runs above, upload and download once per SFTP channel count (e.g. 1,2,4,8,auto), each through a fresh sshapi set to that count, beside sftp put/get with --compare")
 	f.StringVar(&o.Verify, "verify", "sha256", "system-to-system verification: none, size, sha256")
+	f.BoolVar(&o.S3, "s3", false, "also transfer the file from the sshd to an S3 bucket (a throwaway versitygw on the same path) and back, beside rclone copyto with --compare")
 	f.StringVar(&jsonOut, "json", "", "write the runs to this JSON file")
 	f.StringVar(&mdOut, "markdown", "", "write the Markdown tables to this file")
 	f.StringVar(&plots, "plots", "", "write transfer-streams.png (or transfer-channels.png) into this directory")

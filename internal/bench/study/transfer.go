@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,10 @@ type TransferOptions struct {
 	// download per SFTP channel count (0 = sshapi's automatic choice), each through a fresh
 	// sshapi configured for that count, beside one `sftp` put and get with Compare.
 	Channels []int
+	// S3 adds, beside the runs above, transfers of the file from the sshd to an S3 bucket and
+	// back through sshapi (a throwaway versitygw reached over the same path), and with Compare
+	// `rclone copyto` between an sftp and an s3 remote on the same servers.
+	S3 bool
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
 }
@@ -111,6 +116,14 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 		return nil, err
 	}
 
+	var s3l *s3Lab
+	if o.S3 {
+		if s3l, err = l.startS3(ctx); err != nil {
+			return nil, err
+		}
+		defer s3l.Close()
+	}
+
 	rep := &bench.TransferReport{Meta: Machine(ctx)}
 	rep.Meta.Started = time.Now()
 	rep.Meta.Runs = 1
@@ -132,6 +145,12 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 			err = runChannels(ctx, l, base, o.Channels, fmt.Sprintf("xfer%d", i), ends, &tb)
 		default:
 			err = runStreams(ctx, o, fmt.Sprintf("xfer%d", i), api, ends, &tb)
+			if err == nil && s3l != nil {
+				var ep bench.S3Endpoint
+				if ep, err = ends.s3System(ctx, api, s3l, fmt.Sprintf("xfer%d-s3", i)); err == nil {
+					err = tb.RunS3(ctx, ep)
+				}
+			}
 		}
 		ends.close()
 		if err != nil {
@@ -143,6 +162,7 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 		"system-to-system transfers verify with " + o.Verify + " on both systems before they succeed (scp -3 verifies nothing); uploads and downloads do not verify",
 		"with a cipher: sshapi's system is registered with `ciphers: [that cipher]` (golang.org/x/crypto/ssh), OpenSSH runs `sftp -c` that cipher (OpenSSH's own implementation, usually OpenSSL's AES-NI code); the MAC is each side's default for the cipher (none for the AEAD ciphers)",
 		"per channel count: a fresh in-process sshapi for each count n with `http.stripe_max_channels: n` and striping forced (`stripe_min_rtt` 1 ns, an unbounded assumed link rate, `stripe_min_bytes` 1), so every upload and download uses n SFTP channels when the download budget and the pool allow; `auto` is sshapi's defaults (channels from the measured RTT, at most 8; none below 5 ms); the channels used are read from the service's log",
+		"S3 (with --s3): a throwaway versitygw (posix backend on this machine's disk) reached over the same path as the sshd; sshapi moves the file with `POST /v1/transfers` between the sshd's system and the bucket's system, verified by SHA-256 end to end; rclone (Debian's) runs `rclone copyto` between an sftp remote (the same key and sshd) and an s3 remote (provider Other, path-style) with its defaults, checking size and MD5 only",
 		"OpenSSH peers: `sftp -b -` put / get to /dev/null, and `scp -3` relaying through this host, each a fresh process and connection over the same path (the same wanem proxies) as sshapi",
 		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms, each process with the children it waited for (so processes shorter than that count too)",
 		fmt.Sprintf("1-minute load average when the transfer runs started: %s; when they ended: %s", loadStart, loadAverage()),
@@ -177,20 +197,34 @@ type pathEnds struct {
 // open returns the address of a new way to the sshd and OpenSSH key files for it (in the
 // scratch directory name).
 func (p *pathEnds) open(ctx context.Context, name string) (bench.SSHEndpoint, error) {
-	host, port := p.lab.srv.Host, p.lab.srv.Port
-	if p.path.RTT > 0 || p.path.Rate > 0 {
-		w, err := wanem.New(wanem.Config{Listen: "127.0.0.1:0", Upstream: p.lab.srv.Addr, RTT: p.path.RTT, Rate: p.path.Rate})
-		if err != nil {
-			return bench.SSHEndpoint{}, fmt.Errorf("wanem: %w", err)
-		}
-		if err := w.Start(ctx); err != nil {
-			return bench.SSHEndpoint{}, fmt.Errorf("wanem: %w", err)
-		}
-		p.stops = append(p.stops, func() { _ = w.Stop() })
-		a := w.Addr().(*net.TCPAddr)
-		host, port = a.IP.String(), a.Port
+	host, port, err := p.way(ctx, p.lab.srv.Addr)
+	if err != nil {
+		return bench.SSHEndpoint{}, err
 	}
 	return p.lab.sshEndpoint(name, host, port)
+}
+
+// way returns an address that reaches upstream (host:port) over the path: upstream itself on
+// loopback, otherwise a new wanem proxy in front of it (a link of its own).
+func (p *pathEnds) way(ctx context.Context, upstream string) (string, int, error) {
+	if p.path.RTT == 0 && p.path.Rate == 0 {
+		host, port, err := net.SplitHostPort(upstream)
+		if err != nil {
+			return "", 0, err
+		}
+		n, err := strconv.Atoi(port)
+		return host, n, err
+	}
+	w, err := wanem.New(wanem.Config{Listen: "127.0.0.1:0", Upstream: upstream, RTT: p.path.RTT, Rate: p.path.Rate})
+	if err != nil {
+		return "", 0, fmt.Errorf("wanem: %w", err)
+	}
+	if err := w.Start(ctx); err != nil {
+		return "", 0, fmt.Errorf("wanem: %w", err)
+	}
+	p.stops = append(p.stops, func() { _ = w.Stop() })
+	a := w.Addr().(*net.TCPAddr)
+	return a.IP.String(), a.Port, nil
 }
 
 // system opens a way to the sshd and registers it with api as system id (with fields).
@@ -258,15 +292,16 @@ func TransferSection(w io.Writer, r *bench.TransferReport, imgs []string) error 
 		}
 		fmt.Fprintf(&figs, "![%s](img/%s)\n\n*%s.*\n\n", alt, img, caption)
 	}
-	return writeSection(w, "File transfers", "Throughput of moving one file through sshapi's HTTP API (upload, download, and a system-to-system transfer with n SFTP streams) beside OpenSSH's own clients over the same path. \"sshapi ÷ OpenSSH\" is sshapi's MB/s divided by the OpenSSH client's on the same path (above 1 means sshapi is faster). The last table sets the SFTP channels one download or upload through the API may stripe over (`http.stripe_max_channels`) on the long path, each count a fresh sshapi, against the emulated link's rate and OpenSSH `sftp` of the same file.",
+	return writeSection(w, "File transfers", "Throughput of moving one file through sshapi's HTTP API (upload, download, and a system-to-system transfer with n SFTP streams) beside OpenSSH's own clients over the same path, and between the sshd and an S3 bucket beside rclone. \"sshapi ÷ peer\" is sshapi's MB/s divided by the peer's on the same path (OpenSSH's client, or rclone for `sftp-to-s3` and `s3-to-sftp`; above 1 means sshapi is faster). The last table sets the SFTP channels one download or upload through the API may stripe over (`http.stripe_max_channels`) on the long path, each count a fresh sshapi, against the emulated link's rate and OpenSSH `sftp` of the same file.",
 		r.Meta.Notes, r.WriteMarkdown, figs.String())
 }
 
 // PaperTransferOptions are the transfer runs of `bench paper`: a file of size bytes
 // on loopback and through 1 Gbit/s × 50 ms wanem proxies, one stream, 4, 8 and automatic,
-// beside OpenSSH sftp and scp -3, and the scaling runs at 1, 2, 4 and 8 connections.
+// beside OpenSSH sftp and scp -3, the scaling runs at 1, 2, 4 and 8 connections, and SFTP→S3
+// and S3→SFTP beside rclone.
 func PaperTransferOptions(size int64, progress io.Writer) TransferOptions {
-	return TransferOptions{Size: size, Streams: []int{1, 4, 8, 0}, Connections: []int{1, 2, 4, 8}, Compare: true, Progress: progress,
+	return TransferOptions{Size: size, Streams: []int{1, 4, 8, 0}, Connections: []int{1, 2, 4, 8}, Compare: true, S3: true, Progress: progress,
 		Paths: []TransferPath{{}, {RTT: 50 * time.Millisecond, Rate: 125_000_000}}}
 }
 
