@@ -205,7 +205,7 @@ const fmtSize = (n) => {
   return `${v.toFixed(v < 10 ? 1 : 0)} ${u[i]}`;
 };
 const fmtTime = (t) => new Date(t).toLocaleString();
-const kindMark = { dir: "📁", file: "📄", symlink: "↪", other: "•" };
+const kindMark = { dir: "▣", file: "▢", symlink: "↪", other: "•" }; // in every font, unlike emoji
 
 function render() {
   const vp = $("viewport");
@@ -232,7 +232,7 @@ function render() {
       name.className = "c-name";
       name.setAttribute("role", "cell");
       const mark = document.createElement("span");
-      mark.className = "kind";
+      mark.className = "kind " + e.type;
       mark.setAttribute("aria-hidden", "true");
       mark.textContent = kindMark[e.type] || "•";
       const label = document.createElement("span");
