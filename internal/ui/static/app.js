@@ -5,6 +5,7 @@
 const PAGE = 200;          // entries per listing request
 const MAX_PAGES = 12;      // listing pages kept in memory; older ones are dropped
 const ROW = 32;            // row height in px (matches --row in app.css)
+const MAX_ROWS = 150;      // rows in the DOM at most
 
 const $ = (id) => document.getElementById(id);
 let csrf = "";
@@ -210,8 +211,10 @@ const kindMark = { dir: "▣", file: "▢", symlink: "↪", other: "•" }; // i
 function render() {
   const vp = $("viewport");
   $("spacer").style.height = state.total * ROW + "px";
+  // The viewport's height comes from the layout; the cap keeps a broken layout from turning
+  // into a request for every page of a huge directory.
   const first = Math.max(0, Math.floor(vp.scrollTop / ROW) - 5);
-  const last = Math.min(state.total, Math.ceil((vp.scrollTop + vp.clientHeight) / ROW) + 5);
+  const last = Math.min(state.total, first + MAX_ROWS, Math.ceil((vp.scrollTop + vp.clientHeight) / ROW) + 5);
   const rows = [];
   const missing = new Set();
   for (let i = first; i < last; i++) {
@@ -421,5 +424,82 @@ async function remove() {
   }
 }
 $("act-delete").addEventListener("click", remove);
+
+// ---------- uploads ----------
+// Each file goes in one PUT to its final path: the service writes it to a temporary name,
+// checks the SHA-256 the page computed (for files up to 256 MiB) and renames it into place, so
+// a failed upload leaves nothing. (Resumable uploads with tus are the next step.)
+
+const hashLimit = 256 << 20;
+
+async function sha256Hex(file) {
+  const digest = await crypto.subtle.digest("SHA-256", await file.arrayBuffer());
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function uploadOne(file, relPath) {
+  const dest = join(state.path, relPath);
+  const headers = { "X-CSRF-Token": csrf, "Content-Type": "application/octet-stream" };
+  if (file.size <= hashLimit && crypto.subtle) headers["X-Checksum-Sha256"] = await sha256Hex(file);
+  const parents = relPath.includes("/") ? "?parents=true" : "";
+  const res = await fetch(sysURL("content", dest) + parents, { method: "PUT", headers, body: file, credentials: "same-origin" });
+  if (!res.ok) throw new Error(`${relPath}: ${await problemText(res)}`);
+}
+
+async function uploadAll(items) {
+  const status = $("upload-status");
+  $("uploads").hidden = false;
+  let done = 0;
+  const failed = [];
+  for (const { file, path } of items) {
+    status.textContent = `Uploading ${done + 1} of ${items.length}: ${path}`;
+    try {
+      await uploadOne(file, path);
+    } catch (err) {
+      failed.push(err.message);
+    }
+    done++;
+  }
+  status.textContent = `Uploaded ${items.length - failed.length} of ${items.length}.`;
+  if (failed.length) showError(failed.join("; "));
+  refresh();
+}
+
+$("upload-input").addEventListener("change", (ev) => {
+  const items = [...ev.target.files].map((file) => ({ file, path: file.name }));
+  ev.target.value = "";
+  if (items.length) uploadAll(items).catch(showError);
+});
+
+// walk collects the files under a dropped entry (folders keep their relative paths).
+async function walk(entry, prefix, out) {
+  if (entry.isFile) {
+    out.push({ file: await new Promise((ok, fail) => entry.file(ok, fail)), path: prefix + entry.name });
+  } else if (entry.isDirectory) {
+    const reader = entry.createReader();
+    for (;;) {
+      const batch = await new Promise((ok, fail) => reader.readEntries(ok, fail));
+      if (!batch.length) break;
+      for (const e of batch) await walk(e, prefix + entry.name + "/", out);
+    }
+  }
+}
+
+const drop = $("drop");
+drop.addEventListener("dragover", (ev) => { ev.preventDefault(); drop.classList.add("dragover"); });
+drop.addEventListener("dragleave", () => drop.classList.remove("dragover"));
+drop.addEventListener("drop", async (ev) => {
+  ev.preventDefault();
+  drop.classList.remove("dragover");
+  const entries = [...ev.dataTransfer.items].map((i) => i.webkitGetAsEntry && i.webkitGetAsEntry()).filter(Boolean);
+  const items = [];
+  try {
+    if (entries.length) for (const e of entries) await walk(e, "", items);
+    else for (const f of ev.dataTransfer.files) items.push({ file: f, path: f.name });
+    if (items.length) await uploadAll(items);
+  } catch (err) {
+    showError(err);
+  }
+});
 
 start().catch(showError);
