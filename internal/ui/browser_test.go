@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/oidctest"
@@ -365,6 +366,17 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 
+	// Keyboard: the table takes focus, arrows select, Enter opens a folder, Backspace goes up.
+	step(t, ctx, "back to the directory", chromedp.Navigate(base+"/ui/"+hash))
+	waitJS(t, ctx, "the listing again", rowJS("results")+` !== undefined`)
+	down := evalJS[int](t, ctx, `[...document.querySelectorAll("#viewport .row .c-name span:last-child")].findIndex(e => e.textContent === "results") + 1`)
+	step(t, ctx, "focus the table", chromedp.Focus(chromedp.ID("viewport")))
+	step(t, ctx, "arrow down to results", chromedp.KeyEvent(strings.Repeat(kb.ArrowDown, down)))
+	step(t, ctx, "open it", chromedp.KeyEvent(kb.Enter))
+	waitJS(t, ctx, "inside results", `document.querySelector("#crumbs [aria-current=page]")?.textContent === "results"`)
+	step(t, ctx, "go up", chromedp.Focus(chromedp.ID("viewport")), chromedp.KeyEvent(kb.Backspace))
+	waitJS(t, ctx, "back in the directory", rowJS("results")+` !== undefined`)
+
 	// Phone width: the same listing, nothing wider than the screen.
 	step(t, ctx, "phone viewport", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/ui/"+hash))
 	waitJS(t, ctx, "the listing on a phone", rowJS("hello.txt")+` !== undefined`)
@@ -372,6 +384,13 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("phone layout overflows by %d px", w)
 	}
 	screenshot(t, ctx, "ui-phone")
+
+	// Sign out: back to the sign-in screen, and the session is gone on the server.
+	step(t, ctx, "sign out", chromedp.Click(chromedp.CSS(`#who button[type="submit"]`)))
+	waitJS(t, ctx, "the sign-in screen again", `!document.getElementById("signin").hidden`)
+	if code := evalJS[int](t, ctx, `fetch("/v1/systems").then(r => r.status)`); code != 401 {
+		t.Fatalf("the API after sign-out: %d", code)
+	}
 
 	if n := dialogs.Load(); n != 0 {
 		t.Fatalf("%d script dialogs opened: user content ran script", n)
