@@ -67,6 +67,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no identity provider is configured (ui.issuer): sign in with the login link that `sshapi serve --print-token USER` prints", http.StatusNotFound)
 		return
 	}
+	if !s.logins.Allow() {
+		// Every start of a sign-in stores a row (until it expires): anonymous callers share a
+		// bounded rate of them.
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many sign-ins at once; try again in a moment", http.StatusTooManyRequests)
+		return
+	}
 	p, err := s.provider(r.Context())
 	if err != nil {
 		s.log.Warn("identity provider unavailable", "err", err)

@@ -207,6 +207,20 @@ func TestSignInWithProvider(t *testing.T) {
 	if code, body := do(t, plain, "GET", base+"/v1/systems", "", map[string]string{"Cookie": cookie}); code != 401 {
 		t.Fatalf("replayed cookie after sign-out: %d %s", code, body)
 	}
+
+	// Starting sign-ins stores rows: anonymous callers share a bounded rate.
+	noFollow := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	limited := 0
+	for range 150 {
+		if code, _ := do(t, noFollow, "GET", base+"/ui/login", "", nil); code == http.StatusTooManyRequests {
+			limited++
+		} else if code != http.StatusFound {
+			t.Fatalf("start a sign-in: %d", code)
+		}
+	}
+	if limited == 0 {
+		t.Fatal("150 sign-ins started at once, none refused")
+	}
 }
 
 // TestLoginLink checks the development login link: it works once, then never again.

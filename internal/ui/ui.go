@@ -35,6 +35,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -124,6 +126,7 @@ type Server struct {
 	clientSecret string
 	cop          *http.CrossOriginProtection
 	prov         providerCache
+	logins       *rate.Limiter // starts of sign-ins, which store a row each
 	listenURL    atomic.Pointer[string]
 
 	stop chan struct{}
@@ -148,7 +151,8 @@ func New(cfg Config, d Deps) (*Server, error) {
 	if d.GroupsClaim == "" {
 		d.GroupsClaim = "groups"
 	}
-	s := &Server{cfg: cfg, deps: d, log: d.Log, cop: http.NewCrossOriginProtection()}
+	s := &Server{cfg: cfg, deps: d, log: d.Log, cop: http.NewCrossOriginProtection(),
+		logins: rate.NewLimiter(rate.Limit(loginRate), loginBurst)}
 	s.clientSecret = cfg.ClientSecret
 	if cfg.ClientSecretFile != "" {
 		b, err := readSecretFile(cfg.ClientSecretFile)
@@ -195,6 +199,13 @@ func (s *Server) Stop() {
 }
 
 const sweepInterval = 5 * time.Minute
+
+// loginRate and loginBurst bound how fast sign-ins may start (per instance): at most
+// loginRate × loginTTL pending rows, 12,000 with the defaults.
+const (
+	loginRate  = 20
+	loginBurst = 100
+)
 
 func (s *Server) sweep(ctx context.Context) {
 	defer s.done.Done()
