@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/sshapi/sshapi/internal/service.Version=$(VERSION)
 USER_NAME ?= $(shell id -un)
 
-.PHONY: build run test test-race test-python demo vet fmt clean fuzz fuzz-deps deps
+.PHONY: build run test test-race test-python demo vet fmt clean fuzz fuzz-deps deps screenshots
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sshapi ./cmd/sshapi
@@ -26,6 +26,11 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 12m ./...
 	$(MAKE) test-python
+
+## screenshots: the web interface's browser test (Chromium, a real sshd and OIDC provider) writing
+## its screenshots into docs/img/ (by default they go to build/ui-screenshots/).
+screenshots: deps
+	SSHAPI_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run TestBrowser ./internal/ui
 
 ## test-python: the Python SDK's type check (mypy) and tests (pytest against bin/sshapi and a real
 ## sshd, via `sshapi demo`), in clients/python/.venv with pinned requirements.

@@ -251,6 +251,11 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		if !rt.public {
 			p, err := s.authenticate(r)
+			if errors.Is(err, ErrCrossOrigin) {
+				writeProblem(sw, r, Problem{Status: http.StatusForbidden, Detail: err.Error()})
+				s.observe(rt, r, sw, start, "")
+				return
+			}
 			if err != nil {
 				sw.Header().Set("WWW-Authenticate", `Bearer realm="sshapi"`)
 				writeProblem(sw, r, Problem{Status: http.StatusUnauthorized, Detail: err.Error()})
@@ -335,6 +340,9 @@ func (s *Server) observe(rt route, r *http.Request, sw *statusWriter, start time
 }
 
 func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
+	if p, ok, err := s.sessionPrincipal(r); ok {
+		return p, err
+	}
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	if h == "" {

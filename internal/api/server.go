@@ -209,6 +209,9 @@ type Deps struct {
 	// Access decides who may do what on which system; nil builds one from Store, Keyring and
 	// Network.
 	Access *access.Resolver
+	// Sessions authenticates the web interface's session cookies on requests without an
+	// Authorization header; nil accepts bearer tokens only.
+	Sessions SessionAuthenticator
 }
 
 // Server serves the HTTP API.

@@ -66,6 +66,17 @@ func runServe(cmd *cobra.Command, o serveOptions) error {
 			scheme = "https"
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), quickstart, o.printToken, tok, scheme, cfg.Addr)
+		if web := svc.UI(); web != nil {
+			base := scheme + "://" + cfg.Addr
+			fmt.Fprintf(cmd.OutOrStdout(), "Web interface: %s/ui/\n", base)
+			if cfg.UI.Issuer == "" { // the development setup: a single-use link instead of a provider
+				link, err := web.CreateLoginLink(cmd.Context(), o.printToken)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "One-time login link for %q (valid %v, works once):\n\n  %s%s\n\n", o.printToken, cfg.UI.WithDefaults().LoginLinkTTL, base, link)
+			}
+		}
 	}
 	return svc.Run(cmd.Context())
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/transfer"
+	"github.com/sshapi/sshapi/internal/ui"
 )
 
 // Config is the whole service's configuration. Each package owns its own section.
@@ -59,6 +60,8 @@ type Config struct {
 	TLS TLS `yaml:"tls" envPrefix:"TLS_"`
 	// Keys are the credential master keys and the token secret shared by several instances.
 	Keys secret.Config `yaml:"keys" envPrefix:"KEYS_"`
+	// UI configures the web interface at /ui/: its identity provider and sessions.
+	UI ui.Config `yaml:"ui" envPrefix:"UI_"`
 }
 
 // Auth configures token verification.

@@ -18,8 +18,12 @@ func (s *Service) httpServer() (*http.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server.trusted_proxies: %w", err)
 	}
+	h := s.api.Handler()
+	if s.ui != nil {
+		h = s.ui.Handler(h) // /ui/ and the headers that keep user content inert
+	}
 	srv := &http.Server{
-		Handler:           trusted.Handler(ioDeadlines(s.api.Handler(), sc.BodyReadTimeout, sc.WriteTimeout)),
+		Handler:           trusted.Handler(ioDeadlines(h, sc.BodyReadTimeout, sc.WriteTimeout)),
 		ReadHeaderTimeout: sc.ReadHeaderTimeout,
 		IdleTimeout:       sc.IdleTimeout,
 		MaxHeaderBytes:    sc.MaxHeaderBytes,

@@ -28,6 +28,7 @@ import (
 	"github.com/sshapi/sshapi/internal/store"
 	"github.com/sshapi/sshapi/internal/tlsfile"
 	"github.com/sshapi/sshapi/internal/transfer"
+	"github.com/sshapi/sshapi/internal/ui"
 )
 
 // Files inside the data directory.
@@ -54,6 +55,7 @@ type Service struct {
 	engine   *transfer.Engine
 	jobs     *jobs.Service
 	api      *api.Server
+	ui       *ui.Server // nil when the web interface is disabled
 	access   *access.Resolver
 	guardPG  *guard.Postgres // nil on SQLite
 	http     *http.Server
@@ -112,6 +114,19 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		verifier.Close()
 		return nil, err
 	}
+	var web *ui.Server // the web interface, unless disabled
+	var sessions api.SessionAuthenticator
+	if !cfg.UI.Disabled {
+		web, err = ui.New(cfg.UI, ui.Deps{Store: db, Log: log.With("component", "ui"), PublicURL: cfg.HTTP.PublicURL,
+			GroupsClaim: cfg.Auth.GroupsClaim, Operators: cfg.Auth.Operators, OperatorGroup: cfg.Auth.OperatorGroup})
+		if err != nil {
+			tdb.Close()
+			db.Close()
+			verifier.Close()
+			return nil, err
+		}
+		sessions = web
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	network, err := netpolicy.New(cfg.Network)
@@ -155,9 +170,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	js := jobs.New(cfg.Jobs)
 	srv := api.New(cfg.HTTP, api.Deps{
 		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine, Access: acc, Jobs: js,
-		Log: log.With("component", "api"), Registry: reg, Version: Version, Network: network,
+		Log: log.With("component", "api"), Registry: reg, Version: Version, Network: network, Sessions: sessions,
 	})
-	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, jobs: js, api: srv, access: acc, guardPG: guardPG, served: make(chan error, 1)}, nil
+	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, jobs: js, api: srv, access: acc, guardPG: guardPG, ui: web, served: make(chan error, 1)}, nil
 }
 
 // Start listens on the configured address and serves in the background.
@@ -171,6 +186,9 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.access.Start(ctx) // audit retention
 	s.jobs.Start()
+	if s.ui != nil {
+		s.ui.Start(ctx) // deletes expired sessions
+	}
 	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -182,6 +200,9 @@ func (s *Service) Start(ctx context.Context) error {
 			scheme = "https"
 		}
 		s.api.SetListenURL(scheme + "://" + ln.Addr().String())
+		if s.ui != nil {
+			s.ui.SetListenURL(scheme + "://" + ln.Addr().String())
+		}
 		if ap, err := netip.ParseAddrPort(ln.Addr().String()); err != nil || !ap.Addr().IsLoopback() {
 			s.log.Warn("http.public_url is not set: links carry the listen address; set it to the address clients use", "addr", ln.Addr().String())
 		}
@@ -221,6 +242,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	s.access.Stop()
 	s.jobs.Stop()
+	if s.ui != nil {
+		s.ui.Stop()
+	}
 	if err := s.engine.Stop(ctx); err != nil { // running transfers save progress and re-queue
 		errs = append(errs, fmt.Errorf("transfer engine: %w", err))
 	}
@@ -257,3 +281,6 @@ func (s *Service) Run(ctx context.Context) error {
 	defer cancel()
 	return s.Stop(stopCtx)
 }
+
+// UI is the web interface, or nil when it is disabled.
+func (s *Service) UI() *ui.Server { return s.ui }

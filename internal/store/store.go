@@ -159,6 +159,8 @@ type Store interface {
 	ListAudit(ctx context.Context, owner string, limit int) ([]AuditEntry, error)
 	// AccessStore holds grants, links, the provenance audit and operator switches.
 	AccessStore
+	// SessionStore holds the web interface's sessions and pending sign-ins.
+	SessionStore
 	// Ping checks that the database is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the database.

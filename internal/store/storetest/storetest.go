@@ -52,6 +52,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"AccessStamp", testAccessStamp},
 		{"UserGroups", testUserGroups},
 		{"AuditBatch", testAuditBatch},
+		{"Sessions", testSessions},
+		{"LoginFlows", testLoginFlows},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
