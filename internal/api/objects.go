@@ -14,6 +14,7 @@ import (
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/confine"
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/storage"
 )
 
@@ -138,8 +139,12 @@ func storageProblem(err error) (Problem, bool) {
 		return Problem{Status: http.StatusGatewayTimeout, Detail: msg}, true
 	}
 	var ne net.Error
-	if errors.As(err, &ne) {
+	if errors.As(err, &ne) && !errors.Is(err, netpolicy.ErrDenied) {
 		return Problem{Status: http.StatusServiceUnavailable, Title: "S3 endpoint unreachable", Detail: msg, retryAfter: 2}, true
+	}
+	var api interface{ ErrorCode() string } // the server's own refusal (smithy.APIError)
+	if errors.As(err, &api) {
+		return Problem{Status: http.StatusBadGateway, Title: "S3 server refused the request", Detail: msg}, true
 	}
 	return Problem{}, false // the caller's mapping goes on (network policy, internal errors)
 }
