@@ -159,8 +159,12 @@ func (r *Resolver) s3HTTPClient() (*http.Client, error) {
 			cfg.RootCAs = pool
 		}
 		tr := &http.Transport{
-			Proxy:                 nil,
-			DialContext:           r.deps.Network.DialContext,
+			Proxy: nil,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				return r.deps.Network.DialContext(ctx, network, addr)
+			},
 			TLSClientConfig:       cfg,
 			ForceAttemptHTTP2:     true,
 			MaxIdleConns:          256,
