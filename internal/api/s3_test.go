@@ -524,3 +524,48 @@ func TestS3Sharing(t *testing.T) {
 		t.Fatalf("link download: %d %q", r.status, r.body)
 	}
 }
+
+// TestS3GrantGuard: grantees' operations on an S3 system are ordered by the owner's guard like
+// on an SSH system: while bob's archive of the shared prefix streams (stalled reader), carol's
+// move inside it (a restructuring) is refused with 503 instead of running mid-walk.
+func TestS3GrantGuard(t *testing.T) {
+	e := newS3Env(t)
+	big := make([]byte, 32<<20)
+	if _, err := e.client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: &e.bucket, Key: aws.String("proj/shared/aaa"), Body: bytes.NewReader(big)}); err != nil {
+		t.Fatal(err)
+	}
+	e.putObject("proj/shared/zzz/inside.txt", "inside")
+	for _, g := range []map[string]any{
+		{"principal": "user:bob", "path": "/proj/shared", "access": "read"},
+		{"principal": "user:carol", "path": "/proj/shared", "access": "write"},
+	} {
+		if r := e.do("alice", "POST", "/v1/systems/bkt/grants", g); r.status != 201 {
+			t.Fatalf("grant: %d %s", r.status, r.body)
+		}
+	}
+	req, _ := http.NewRequest("GET", e.url+"/v1/systems/alice:bkt/content/proj/shared?archive=tar", nil)
+	req.Header.Set("Authorization", "Bearer "+e.token("bob"))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("archive: %d", res.StatusCode)
+	}
+	if _, err := io.ReadFull(res.Body, make([]byte, 256<<10)); err != nil {
+		t.Fatal(err)
+	}
+	r := e.do("carol", "POST", "/v1/systems/alice:bkt/ops/move", map[string]any{"source": "/proj/shared/zzz/inside.txt", "destination": "/proj/shared/moved.txt"})
+	if r.status != 503 {
+		t.Fatalf("a move during a grantee's walk answered %d, want 503 (refused by the guard): %s", r.status, r.body)
+	}
+	rest, err := io.ReadAll(res.Body)
+	if err != nil || !bytes.Contains(rest, []byte("inside")) {
+		t.Fatalf("archive after the refused move: %v", err)
+	}
+	// The walk over, the move runs.
+	if r := e.do("carol", "POST", "/v1/systems/alice:bkt/ops/move", map[string]any{"source": "/proj/shared/zzz/inside.txt", "destination": "/proj/shared/moved.txt"}); r.status != 200 {
+		t.Fatalf("move after the walk: %d %s", r.status, r.body)
+	}
+}
