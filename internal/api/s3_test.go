@@ -2,6 +2,7 @@ package api
 
 import (
 	"archive/tar"
+	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -320,6 +321,30 @@ func TestS3FileRoutes(t *testing.T) {
 	}
 	if got["tree/a.txt"] != "A" || got["tree/sub/b.txt"] != "BB" || len(got) != 4 {
 		t.Fatalf("archive entries: %v", got)
+	}
+	r = e.do("alice", "GET", "/v1/systems/bkt/content/tree?archive=zip", nil)
+	zr, err := zip.NewReader(bytes.NewReader(r.body), int64(len(r.body)))
+	if r.status != 200 || err != nil {
+		t.Fatalf("zip archive: %d %v", r.status, err)
+	}
+	zipped := map[string]string{}
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		zipped[f.Name] = string(b)
+	}
+	if zipped["tree/a.txt"] != "A" || zipped["tree/sub/b.txt"] != "BB" {
+		t.Fatalf("zip entries: %v", zipped)
+	}
+	if r := e.do("alice", "GET", "/v1/systems/bkt/content/a%00b", nil); r.status != 400 || problemField(t, r) != "path" {
+		t.Fatalf("NUL in a key: %d %s", r.status, r.body)
+	}
+	if r := e.do("alice", "POST", "/v1/systems/bkt/ops/mkdir", map[string]any{"path": "/a\u0000b"}); r.status != 400 {
+		t.Fatalf("NUL in a body path: %d %s", r.status, r.body)
 	}
 	if r := e.do("alice", "GET", "/v1/systems/bkt/content/tree", nil); r.status != 409 {
 		t.Fatalf("directory without archive: %d", r.status)
