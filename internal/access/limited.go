@@ -3,24 +3,41 @@ package access
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/sshapi/sshapi/internal/storage"
 )
 
 // limited is a storage.Backend whose every request holds one of its owner's S3 slots while it
 // runs (an Open until its reader is closed): the per-owner bound of S3Config.MaxRequestsPerOwner.
-// A caller waits for a slot until its context ends.
+// A caller waits for a slot at most wait (then ErrBusy: 503, retry later), or until its context
+// ends.
 type limited struct {
 	storage.Backend
-	sem chan struct{}
+	sem   chan struct{}
+	wait  time.Duration // 0: as long as the context allows
+	owner string
 }
 
 func (l *limited) acquire(ctx context.Context) error {
 	select {
 	case l.sem <- struct{}{}:
 		return nil
+	default:
+	}
+	var timeout <-chan time.Time
+	if l.wait > 0 {
+		t := time.NewTimer(l.wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case l.sem <- struct{}{}:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-timeout:
+		return refuse(ErrBusy, "%s's S3 requests hold all %d of the owner's slots (s3.max_requests_per_owner); retry shortly", l.owner, cap(l.sem))
 	}
 }
 

@@ -59,4 +59,14 @@ func TestOwnerS3Slots(t *testing.T) {
 	if len(r.ownerSlots("alice")) != 0 {
 		t.Fatal("a slot leaked")
 	}
+	// A wait for a slot is bounded: then the request is refused as busy.
+	waiting := &limited{Backend: b, sem: r.ownerSlots("carol"), wait: 100 * time.Millisecond, owner: "carol"}
+	held, err := waiting.Open(ctx, "/f", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, err := waiting.Stat(ctx, "/f"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a request past the slot wait: %v, want ErrBusy", err)
+	}
 }

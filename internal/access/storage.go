@@ -25,6 +25,9 @@ type S3Config struct {
 	// across all their buckets and all callers acting through their grants and links (default
 	// 16): one tenant's flood waits for its own slots and never starves another's.
 	MaxRequestsPerOwner int `yaml:"max_requests_per_owner" env:"MAX_REQUESTS_PER_OWNER"`
+	// SlotWait bounds how long a request waits for one of its owner's slots before it is
+	// refused as busy (503 with Retry-After; default 30s).
+	SlotWait time.Duration `yaml:"slot_wait" env:"SLOT_WAIT"`
 	// CAFile is a PEM bundle of further certificate authorities trusted for S3 endpoints (beside
 	// the system's). Certificates are always verified.
 	CAFile string `yaml:"ca_file" env:"CA_FILE"`
@@ -40,6 +43,9 @@ type S3Config struct {
 func (c S3Config) WithDefaults() S3Config {
 	if c.MaxRequestsPerOwner <= 0 {
 		c.MaxRequestsPerOwner = 16
+	}
+	if c.SlotWait <= 0 {
+		c.SlotWait = 30 * time.Second
 	}
 	if c.PartSize <= 0 {
 		c.PartSize = 8 << 20
@@ -131,7 +137,7 @@ func (r *Resolver) buildStorage(sys *store.System, cred *store.Credential) (stor
 	if err != nil {
 		return nil, refuse(ErrUnusable, "system %q: %v", sys.ID, err)
 	}
-	return &limited{Backend: b, sem: r.ownerSlots(sys.Owner)}, nil
+	return &limited{Backend: b, sem: r.ownerSlots(sys.Owner), wait: r.cfg.S3.SlotWait, owner: sys.Owner}, nil
 }
 
 // s3HTTPClient is the one HTTP client of every S3 backend: its dialer applies the network
