@@ -31,8 +31,8 @@ import (
 // directory marker) cannot be named through the API.
 //
 // A bucket cannot do everything a POSIX file system does: modes, owners, symlinks, commands
-// (checksums other than SHA-256 computed here, compress, extract, file type, disk usage), excerpts
-// (head, tail) and recursive listings. Those requests are answered 409 with a problem naming the
+// (checksums other than SHA-256 computed here, compress, extract, file type, disk usage) and
+// recursive listings. Those requests are answered 409 with a problem naming the
 // missing capability ("capability" member): 409 Conflict because the request is valid but
 // conflicts with what the target system is (the same request succeeds on an SSH system) and
 // repeating it cannot help; not 400, which would say the request itself is malformed, nor 501,

@@ -79,8 +79,8 @@ func (s *Server) routes() []route {
 		{"DELETE", "/v1/systems/{id}/files/{path...}", false, s.byKind(s.deleteFile, s.deleteObject)},
 		{"POST", "/v1/systems/{id}/ops/{op}", false, s.fileOp}, // decides after reading the body: see objectOp
 		{"GET", "/v1/systems/{id}/checksum/{path...}", false, s.byKind(s.checksumFile, s.checksumObject)},
-		{"GET", "/v1/systems/{id}/head/{path...}", false, s.byKind(s.excerpt(false), unsupportedOn(storage.Commands, "head"))},
-		{"GET", "/v1/systems/{id}/tail/{path...}", false, s.byKind(s.excerpt(true), unsupportedOn(storage.Commands, "tail"))},
+		{"GET", "/v1/systems/{id}/head/{path...}", false, s.byKind(s.excerpt(false), s.excerptObject(false))},
+		{"GET", "/v1/systems/{id}/tail/{path...}", false, s.byKind(s.excerpt(true), s.excerptObject(true))},
 		{"GET", "/v1/systems/{id}/filetype/{path...}", false, s.byKind(s.fileType, unsupportedOn(storage.Commands, "file type"))},
 		{"GET", "/v1/systems/{id}/df/{path...}", false, s.byKind(s.diskUsage, unsupportedOn(storage.Commands, "disk usage"))},
 

@@ -274,6 +274,20 @@ func TestS3FileRoutes(t *testing.T) {
 	if r := e.do("alice", "GET", "/v1/systems/bkt/checksum/docs/hello.txt?algorithm=md5", nil); r.status != 400 || problemField(t, r) != "algorithm" {
 		t.Fatalf("md5: %d %s", r.status, r.body)
 	}
+	// head and tail: bytes and lines, from one ranged read.
+	e.putObject("docs/lines.txt", "one\ntwo\nthree\nfour\n")
+	for _, tc := range []struct{ path, want string }{
+		{"head/docs/lines.txt?lines=2", "one\ntwo\n"},
+		{"tail/docs/lines.txt?lines=2", "three\nfour\n"},
+		{"head/docs/lines.txt?bytes=5", "one\nt"},
+		{"tail/docs/lines.txt?bytes=5", "four\n"},
+		{"head/docs/lines.txt", "one\ntwo\nthree\nfour\n"},
+	} {
+		r := e.do("alice", "GET", "/v1/systems/bkt/"+tc.path, nil)
+		if r.status != 200 || r.json(t)["content"] != tc.want || r.json(t)["size"] != float64(19) {
+			t.Errorf("%s: %d %s", tc.path, r.status, r.body)
+		}
+	}
 	// mkdir makes a marker; the directory lists, empty.
 	if r := e.do("alice", "POST", "/v1/systems/bkt/ops/mkdir", map[string]any{"path": "/empty"}); r.status != 200 || r.json(t)["marker"] != "/empty/" {
 		t.Fatalf("mkdir: %d %s", r.status, r.body)
@@ -372,7 +386,7 @@ func TestS3FileRoutes(t *testing.T) {
 		{"POST", "/v1/systems/bkt/ops/symlink", map[string]any{"target": "hello.txt", "link": "/docs/l"}, "symlinks"},
 		{"POST", "/v1/systems/bkt/ops/extract", map[string]any{"archive": "/docs/a.tar", "destination": "/docs"}, "commands"},
 		{"POST", "/v1/systems/bkt/commands", map[string]any{"command": "true"}, "commands"},
-		{"GET", "/v1/systems/bkt/head/docs/hello.txt", nil, "commands"},
+		{"GET", "/v1/systems/bkt/filetype/docs/hello.txt", nil, "commands"},
 		{"GET", "/v1/systems/bkt/df/", nil, "commands"},
 		{"PUT", "/v1/systems/bkt/content/docs/m.txt?mode=0600", "x", "modes"},
 	} {
