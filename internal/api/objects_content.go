@@ -17,6 +17,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/slot"
 	"github.com/sshapi/sshapi/internal/storage"
 )
 
@@ -230,7 +231,8 @@ func (s *Server) postObject(w http.ResponseWriter, r *http.Request, d *access.De
 // uploadObject streams body (size bytes, -1 when unknown) into a new object at p: parts of
 // S3Config.PartSize (grown so that a known size fits in the backend's part count) are read in
 // order, hashed into the whole object's SHA-256, and sent with up to S3Config.PartsInFlight in
-// flight, so memory stays at about 2 × part size × parts in flight whatever the size. If the
+// flight, so memory stays at about 2 × part size × parts in flight whatever the size, taken from
+// the server's stream budget (http.download_buffer_budget_bytes, with the owner's share). If the
 // body fails, the request is canceled, a part is refused or the SHA-256 given in opts does not
 // match, the upload is aborted: nothing is left, neither object nor parts.
 func (s *Server) uploadObject(ctx context.Context, st storage.Backend, p string, body io.Reader, size int64, opts files.UploadOptions) (res *files.UploadResult, err error) {
@@ -274,25 +276,56 @@ func (s *Server) uploadObject(ctx context.Context, st storage.Backend, p string,
 		}
 		mu.Unlock()
 	}
-	bufs := make(chan []byte, cfg.PartsInFlight) // the free part buffers: at most PartsInFlight
-	for range cfg.PartsInFlight {
-		bufs <- nil
+	// Part buffers come from the server's stream budget (with the owner's share), twice over
+	// (the backend holds a copy of a part while it is sent): the first one is waited for (then
+	// 503), further ones only taken while the budget has room, up to PartsInFlight.
+	alloc := partSize
+	if size >= 0 {
+		alloc = min(partSize, size+1) // a small body needs no part-sized buffer
+	}
+	need := min(2*alloc, s.downloads.Share())
+	wctx, wcancel := s.budgetCtx(ctx)
+	lease, err := s.downloads.Acquire(wctx, shareOwner(ctx), need)
+	wcancel()
+	if err != nil {
+		return nil, errBusy("upload buffers", err)
+	}
+	leases := []*slot.Lease{lease}
+	defer func() {
+		for _, l := range leases {
+			l.Release()
+		}
+	}()
+	free := make(chan []byte, cfg.PartsInFlight) // part buffers not in use
+	allocated := 0
+	getBuf := func() []byte {
+		select {
+		case b := <-free:
+			return b
+		default:
+		}
+		if allocated == 0 { // the first lease is held already
+			allocated++
+			return make([]byte, alloc)
+		}
+		if allocated < cfg.PartsInFlight {
+			if l, err := s.downloads.TryAcquire(shareOwner(ctx), need); err == nil {
+				leases = append(leases, l)
+				allocated++
+				return make([]byte, alloc)
+			}
+		}
+		select {
+		case b := <-free:
+			return b
+		case <-pctx.Done():
+			return nil
+		}
 	}
 	for n := 1; ; n++ {
-		if caps.MaxParts > 0 && n > caps.MaxParts {
-			fail(errStatus(http.StatusRequestEntityTooLarge, "upload exceeds %d parts of %d bytes", caps.MaxParts, partSize))
+		buf := getBuf()
+		if pctx.Err() != nil || buf == nil {
 			break
-		}
-		var buf []byte
-		select {
-		case buf = <-bufs:
-		case <-pctx.Done():
-		}
-		if pctx.Err() != nil {
-			break
-		}
-		if buf == nil {
-			buf = make([]byte, partSize)
 		}
 		k, rerr := io.ReadFull(body, buf)
 		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
@@ -300,6 +333,10 @@ func (s *Server) uploadObject(ctx context.Context, st storage.Backend, p string,
 			break
 		}
 		if k == 0 && n > 1 {
+			break
+		}
+		if caps.MaxParts > 0 && n > caps.MaxParts {
+			fail(errStatus(http.StatusRequestEntityTooLarge, "upload exceeds %d parts of %d bytes", caps.MaxParts, partSize))
 			break
 		}
 		whole.Write(buf[:k])
@@ -312,7 +349,7 @@ func (s *Server) uploadObject(ctx context.Context, st storage.Backend, p string,
 			if err := up.WritePart(pctx, n, off, bytesReader(part), int64(len(part)), sum[:]); err != nil {
 				fail(err)
 			}
-			bufs <- part[:cap(part)]
+			free <- part[:cap(part)]
 		}(n, buf[:k], off)
 		if rerr != nil { // the body ended inside this part
 			break
