@@ -27,6 +27,7 @@ import (
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/s3test"
+	"github.com/sshapi/sshapi/internal/transfer"
 )
 
 // s3Env is an API env with a real versitygw and alice's S3 system "bkt" on a fresh bucket.
@@ -37,19 +38,26 @@ type s3Env struct {
 	client *s3.Client // direct access to the bucket, for setup and for checking what is left
 }
 
-func newS3Env(t *testing.T) *s3Env {
+func newS3Env(t *testing.T) *s3Env { return newS3EnvWith(t, nil) }
+
+// newS3EnvWith is newS3Env with a further extra for newEnvWith (run after the access layer is
+// made).
+func newS3EnvWith(t *testing.T, more func(dir string, d *Deps, s **Server)) *s3Env {
 	t.Helper()
 	gw := s3test.New(t)
 	np, err := netpolicy.New(netpolicy.Config{AllowLoopback: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnvWith(t, func(_ string, d *Deps, _ **Server) {
+	e := newEnvWith(t, func(dir string, d *Deps, s **Server) {
 		d.Network = np
 		d.Access = access.New(access.Config{S3: access.S3Config{PartSize: 5 << 20, PartsInFlight: 3, MaxRequestsPerOwner: 8}},
 			access.Deps{Store: d.Store, Keyring: d.Keyring, Network: np, Log: d.Log})
 		d.Access.Start(t.Context())
 		t.Cleanup(d.Access.Stop)
+		if more != nil {
+			more(dir, d, s)
+		}
 	})
 	se := &s3Env{env: e, gw: gw, bucket: gw.Bucket(t)}
 	se.client = s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(gw.Endpoint), UsePathStyle: true,
@@ -602,5 +610,24 @@ func TestS3GrantGuard(t *testing.T) {
 	// The walk over, the move runs.
 	if r := e.do("carol", "POST", "/v1/systems/alice:bkt/ops/move", map[string]any{"source": "/proj/shared/zzz/inside.txt", "destination": "/proj/shared/moved.txt"}); r.status != 200 {
 		t.Fatalf("move after the walk: %d %s", r.status, r.body)
+	}
+}
+
+// TestS3TransferFailsCleanly: until the transfer engine moves data through storage.Backend, a
+// transfer from an S3 system fails with a message saying so (it never reaches the SSH pool).
+func TestS3TransferFailsCleanly(t *testing.T) {
+	var eng *transfer.Engine
+	e := newS3EnvWith(t, withTransferEngine(t, transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond}, &eng))
+	e.register("alice", "hpc")
+	e.putObject("src.txt", "data")
+	r := e.do("alice", "POST", "/v1/transfers", map[string]any{
+		"source": map[string]any{"system": "bkt", "path": "/src.txt"}, "destination": map[string]any{"system": "hpc", "path": e.srv.MkTemp(t) + "/dst.txt"},
+	})
+	if r.status != 202 {
+		t.Fatalf("create transfer: %d %s", r.status, r.body)
+	}
+	m := e.waitTransfer("alice", r.json(t)["id"].(string), time.Minute)
+	if m["status"] != "failed" || !strings.Contains(fmt.Sprint(m["error"]), "S3") {
+		t.Fatalf("transfer from an S3 system: %v", m)
 	}
 }
