@@ -170,6 +170,9 @@ func TestS3SystemRegistration(t *testing.T) {
 	if !bytes.Contains(r.body, []byte(`"kind":"s3"`)) {
 		t.Fatalf("list lacks the kind: %s", r.body)
 	}
+	if r := e.do("alice", "GET", "/sshapi/v2", nil); r.status != 200 || bytes.Contains(r.body, []byte(`"bkt"`)) {
+		t.Fatalf("the study's named credentials list an S3 system: %d %s", r.status, r.body)
+	}
 	// PATCH: s3 fields change, SSH fields and a kind change are refused.
 	r = e.do("alice", "PATCH", "/v1/systems/bkt", map[string]any{"prefix": "sub/dir", "region": "us-east-1", "description": "b"})
 	if r.status != 200 || r.json(t)["prefix"] != "sub/dir" || r.json(t)["region"] != "us-east-1" {
