@@ -1,11 +1,28 @@
 // Package access decides who may do what on which system, and how. It turns "this principal
 // wants this access to these paths on this system" into a connection target (host, keys,
-// credential, host key policy, jump hosts) and the directories the work is confined to, or into
-// a refusal. Every HTTP route and the transfer engine ask it; grants (to users, groups and every
+// credential, host key policy, jump hosts) — or, for an S3 system, a storage.Backend on its
+// bucket — and the directories the work is confined to, or into a refusal. Every HTTP route and the transfer engine ask it; grants (to users, groups and every
 // signed-in user) and links are decided here and nowhere else.
 //
 // A grantee acts through the owner's credential and inside the owner's root_dir: a grant's path
 // is a further confinement root, judged by package confine like root_dir itself.
+//
+// # S3 systems
+//
+// An S3 system (kind "s3") is decided by the same code as an SSH system: ownership, grants,
+// links, operator switches and the audit do not look at the kind; only what the decision
+// carries differs (Decision.Storage instead of Decision.Target). Its root is the bucket plus the
+// optional key prefix; paths are cleaned and confined by the same rules (package confine), and a
+// grant's path is a key prefix boundary ("/a" covers "/a/x", never "/ab").
+//
+// What concurrent principals can do on a bucket is narrower than on a POSIX tree: a bucket has
+// no symbolic links, so a path always names the key it spells and the walk-escape class (a
+// directory swapped for a link mid-walk, sending a recursive delete or an archive outside the
+// grant) does not exist; every key a listing or a batch delete touches starts with the
+// confined prefix, whatever others do meanwhile. A move is a server-side copy followed by a
+// delete: not atomic, so others may see both names, or (after a failure between the two) both
+// remain; it never touches a key outside the two confined paths. Grantees' operations still go
+// through Decision.Hold like on SSH systems, which orders them against each other.
 package access
 
 import (
@@ -13,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
@@ -79,6 +97,8 @@ type Config struct {
 	// Guard bounds the waits of the guard that orders grantees' and link holders' operations
 	// on an owner's files (see package guard).
 	Guard guard.Config `yaml:"guard" envPrefix:"GUARD_"`
+	// S3 tunes how S3 systems are reached (per-owner request bound, CA bundle, upload parts).
+	S3 S3Config `yaml:"s3" envPrefix:"S3_"`
 }
 
 // WithDefaults fills unset fields.
@@ -106,6 +126,7 @@ func (c Config) WithDefaults() Config {
 		c.DisabledCacheTTL = time.Second
 	}
 	c.Guard = c.Guard.WithDefaults()
+	c.S3 = c.S3.WithDefaults()
 	return c
 }
 
@@ -127,7 +148,14 @@ type Resolver struct {
 	deps    Deps
 	log     *slog.Logger
 	targets sync.Map // targetKey -> sshpool.Target: parsed signers, so keys are decrypted once
-	groups  groupMemory
+	// storages holds S3 systems' backends like targets; s3Slots each owner's S3 request
+	// semaphore (chan struct{}); s3Client the HTTP client they all share.
+	storages sync.Map
+	s3Slots  sync.Map
+	s3Once   sync.Once
+	s3Client *http.Client
+	s3Err    error
+	groups   groupMemory
 
 	stop context.CancelFunc // audit retention (Start/Stop)
 	done chan struct{}

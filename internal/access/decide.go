@@ -13,6 +13,7 @@ import (
 	"github.com/sshapi/sshapi/internal/confine"
 	"github.com/sshapi/sshapi/internal/guard"
 	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/storage"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -64,8 +65,12 @@ type Request struct {
 type Decision struct {
 	// Owner and SystemID name the system; the connection uses the owner's credential.
 	Owner, SystemID string
-	Target          sshpool.Target
-	System          *store.System
+	// Target is how to reach an SSH system (zero for an S3 system).
+	Target sshpool.Target
+	// Storage is an S3 system's bucket (nil for an SSH system): file operations go through it
+	// and nothing else.
+	Storage storage.Backend
+	System  *store.System
 	// Within is the grant's or link's path, a further confinement root inside the system's
 	// root_dir; "" for the owner.
 	Within string
@@ -148,11 +153,7 @@ func (r *Resolver) Resolve(ctx context.Context, req Request) (*Decision, error) 
 		if err := r.checkEnabled(ctx, owner, owner, id); err != nil {
 			return nil, err
 		}
-		t, sys, err := r.Target(ctx, owner, id)
-		if err != nil {
-			return nil, err
-		}
-		return &Decision{Owner: owner, SystemID: id, Target: t, System: sys}, nil
+		return r.reach(ctx, owner, id, req.Level)
 	}
 	if err := r.checkEnabled(ctx, req.Caller.User, req.Caller.User, ""); err != nil {
 		return nil, err
@@ -165,11 +166,30 @@ func (r *Resolver) Resolve(ctx context.Context, req Request) (*Decision, error) 
 	if err := r.checkEnabled(ctx, req.Caller.User, owner, id); err != nil {
 		return nil, err
 	}
-	t, sys, err := r.Target(ctx, owner, id)
+	d, err := r.reach(ctx, owner, id, req.Level)
 	if err != nil {
 		return nil, err
 	}
-	return &Decision{Owner: owner, SystemID: id, Target: t, System: sys, Within: g.Path, Grant: g, guard: r.deps.Guard, who: req.Caller.User}, nil
+	d.Within, d.Grant, d.guard, d.who = g.Path, g, r.deps.Guard, req.Caller.User
+	return d, nil
+}
+
+// reach is the part of a decision that says how to reach owner's system id: an SSH target, or
+// an S3 system's storage (which has no commands: a Command level is refused naming the
+// capability).
+func (r *Resolver) reach(ctx context.Context, owner, id string, level Level) (*Decision, error) {
+	t, sys, err := r.Target(ctx, owner, id)
+	if isNotSSH(err) && sys != nil && level <= Write {
+		b, err := r.Storage(ctx, sys)
+		if err != nil {
+			return nil, err
+		}
+		return &Decision{Owner: owner, SystemID: id, Storage: b, System: sys}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Decision{Owner: owner, SystemID: id, Target: t, System: sys}, nil
 }
 
 // grantFor finds the grant that allows the request.

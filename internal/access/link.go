@@ -73,11 +73,12 @@ func (r *Resolver) ResolveLink(ctx context.Context, token string, level Level) (
 		}
 		return nil, err
 	}
-	t, sys, err := r.Target(ctx, l.Owner, l.SystemID)
+	d, err := r.reach(ctx, l.Owner, l.SystemID, level)
 	if err != nil {
 		return nil, err
 	}
-	return &Decision{Owner: l.Owner, SystemID: l.SystemID, Target: t, System: sys, Within: l.Path, Link: l, guard: r.deps.Guard, who: "link:" + l.ID}, nil
+	d.Within, d.Link, d.guard, d.who = l.Path, l, r.deps.Guard, "link:"+l.ID
+	return d, nil
 }
 
 // LinkOf returns the link a token belongs to, whatever its state, when the token's secret

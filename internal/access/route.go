@@ -14,6 +14,16 @@ import (
 // systems without a cycle back to sys and at most MaxJumpHops deep; a system reached directly
 // must have a host the network policy allows. Refusals are *FieldError.
 func (r *Resolver) CheckRoute(ctx context.Context, sys *store.System) error {
+	if sys.KindOf() == store.KindS3 {
+		host, err := EndpointHost(sys.Endpoint)
+		if err != nil {
+			return &FieldError{Field: "endpoint", Message: err.Error()}
+		}
+		if err := r.deps.Network.CheckHost(host); err != nil {
+			return &FieldError{Field: "endpoint", Message: err.Error()}
+		}
+		return nil
+	}
 	if sys.Jump == "" {
 		if err := r.deps.Network.CheckHost(sys.Host); err != nil {
 			return &FieldError{Field: "host", Message: err.Error()}
@@ -34,6 +44,9 @@ func (r *Resolver) CheckRoute(ctx context.Context, sys *store.System) error {
 		}
 		if err != nil {
 			return err
+		}
+		if j.KindOf() == store.KindS3 {
+			return &FieldError{Field: "jump", Message: fmt.Sprintf("%q is an S3 bucket, not an SSH host", id)}
 		}
 		seen = append(seen, id)
 		id = j.Jump

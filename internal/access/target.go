@@ -28,7 +28,8 @@ type targetKey struct {
 func PoolSystem(owner, id string) string { return owner + "/" + id }
 
 // Target loads owner's system id and its credential and returns how to reach it, jump hosts
-// included. A missing system is store.ErrNotFound; a system that cannot be used as configured
+// included. A missing system is store.ErrNotFound; an S3 system a *storage.UnsupportedError
+// (no SSH, capability "commands") with the system; a system that cannot be used as configured
 // is ErrUnusable; an expired certificate ErrCertificate. It decides nothing about who asks:
 // callers resolve a principal's access first (Resolve).
 func (r *Resolver) Target(ctx context.Context, owner, id string) (sshpool.Target, *store.System, error) {
@@ -49,6 +50,9 @@ func (r *Resolver) targetHop(ctx context.Context, owner, id string, hop int) (ss
 	if errors.Is(err, store.ErrNotFound) {
 		return sshpool.Target{}, nil, refuse(ErrUnusable, "system %q: its jump host %q no longer exists", id, sys.Jump)
 	}
+	if isNotSSH(err) {
+		return sshpool.Target{}, nil, refuse(ErrUnusable, "system %q: its jump host %q is an S3 bucket, not an SSH host", id, sys.Jump)
+	}
 	var ae *Error
 	if errors.As(err, &ae) && ae.Kind == ErrUnusable {
 		return sshpool.Target{}, nil, refuse(ErrUnusable, "system %q: jump host: %s", id, ae.Detail)
@@ -65,6 +69,9 @@ func (r *Resolver) ownTarget(ctx context.Context, owner, id string) (sshpool.Tar
 	sys, err := r.deps.Store.GetSystem(ctx, owner, id)
 	if err != nil {
 		return sshpool.Target{}, nil, err
+	}
+	if sys.KindOf() == store.KindS3 {
+		return sshpool.Target{}, sys, notSSH(sys)
 	}
 	cred, err := r.deps.Store.GetCredential(ctx, owner, id)
 	if errors.Is(err, store.ErrNotFound) {

@@ -137,8 +137,11 @@ func (s *Server) adminSystems(w http.ResponseWriter, r *http.Request) error {
 	type adminSystem struct {
 		Owner    string `json:"owner"`
 		ID       string `json:"id"`
-		Host     string `json:"host"`
-		Port     int    `json:"port"`
+		Kind     string `json:"kind"`
+		Host     string `json:"host,omitempty"`
+		Port     int    `json:"port,omitempty"`
+		Endpoint string `json:"endpoint,omitempty"`
+		Bucket   string `json:"bucket,omitempty"`
 		Disabled bool   `json:"disabled"`
 	}
 	out := make([]adminSystem, 0, len(all))
@@ -147,7 +150,8 @@ func (s *Server) adminSystems(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		out = append(out, adminSystem{Owner: x.Owner, ID: x.ID, Host: x.Host, Port: x.Port, Disabled: off})
+		out = append(out, adminSystem{Owner: x.Owner, ID: x.ID, Kind: x.KindOf(), Host: x.Host, Port: x.Port,
+			Endpoint: x.Endpoint, Bucket: x.Bucket, Disabled: off})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"systems": out})
 	return nil

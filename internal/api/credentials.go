@@ -18,11 +18,13 @@ import (
 	"github.com/sshapi/sshapi/internal/store"
 )
 
+// putCredentialRequest is an SSH key, or an S3 system's access keys (s3CredentialFields).
 type putCredentialRequest struct {
 	Username    string `json:"username"`
 	PrivateKey  string `json:"private_key"`
 	Passphrase  string `json:"passphrase"`
 	Certificate string `json:"certificate"`
+	s3CredentialFields
 }
 
 type credentialJSON struct {
@@ -33,7 +35,10 @@ type credentialJSON struct {
 	CreatedAt            time.Time `json:"created_at"`
 }
 
-func toCredentialJSON(c *store.Credential) credentialJSON {
+func toCredentialJSON(c *store.Credential) any {
+	if c.KeyType == store.CredentialS3 {
+		return s3CredentialJSON{Kind: store.KindS3, AccessKeyID: c.Username, CreatedAt: c.CreatedAt}
+	}
 	return credentialJSON{Username: c.Username, KeyType: c.KeyType, PublicKeyFingerprint: c.PublicKeyFingerprint,
 		Certificate: c.Certificate != "", CreatedAt: c.CreatedAt}
 }
@@ -106,8 +111,15 @@ func (s *Server) putCredential(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := principal(r)
 	id := r.PathValue("id")
-	if _, err := s.deps.Store.GetSystem(r.Context(), p.User, id); err != nil {
+	sys, err := s.deps.Store.GetSystem(r.Context(), p.User, id)
+	if err != nil {
 		return err
+	}
+	if sys.KindOf() == store.KindS3 {
+		return s.putS3Credential(w, r, sys, req)
+	}
+	if f := req.s3FieldSet(); f != "" {
+		return badField(f, "is a field of an S3 system's credential; this is an SSH system (username, private_key)")
 	}
 	cred, err := s.storeCredential(r, p.User, id, req)
 	if err != nil {
@@ -180,6 +192,9 @@ type checkResult struct {
 
 func (s *Server) checkCredential(w http.ResponseWriter, r *http.Request) error {
 	owner := principal(r).User
+	if sys, err := s.deps.Store.GetSystem(r.Context(), owner, r.PathValue("id")); err == nil && sys.KindOf() == store.KindS3 {
+		return s.checkS3Credential(w, r, sys)
+	}
 	t, _, err := s.target(r.Context(), owner, r.PathValue("id"))
 	if err != nil {
 		return err

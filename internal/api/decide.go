@@ -42,6 +42,9 @@ func withLinkDecision(r *http.Request, d *access.Decision) *http.Request {
 // in its URL ("id" or "{owner}:{id}"): read for GET, write otherwise, on the URL's path or the
 // paths an operation's body names. A link route has decided already.
 func (s *Server) decide(r *http.Request) (*access.Decision, error) {
+	if d, ok := r.Context().Value(decidedKey{}).(*access.Decision); ok {
+		return d, nil // byKind decided already (and noted it)
+	}
 	if d, ok := r.Context().Value(linkDecisionKey{}).(*access.Decision); ok {
 		noteDecision(r.Context(), d, urlPath(r))
 		return d, nil

@@ -22,6 +22,7 @@ import (
 	"github.com/sshapi/sshapi/internal/digest"
 	"github.com/sshapi/sshapi/internal/files"
 	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/storage"
 )
 
 // File routes. In URLs the path after the operation is absolute ("ls/scratch/x" is /scratch/x);
@@ -46,6 +47,9 @@ func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys
 	d, err := s.decide(r)
 	if err != nil {
 		return err
+	}
+	if d.Storage != nil { // a route without an object handler: never reach an S3 system over SSH
+		return &storage.UnsupportedError{Kind: "s3", Capability: storage.Commands, Op: r.Pattern}
 	}
 	t, sys := d.Target, d.System
 	// A grantee or link holder holds the owner's guard from the first path check to the last
@@ -614,6 +618,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 	op := r.PathValue("op")
 	var run func(ctx context.Context, fsys *files.FS) (map[string]any, error)
 	var paths []string // every path the operation touches, for the access decision
+	var args opArgs    // what an S3 system needs of the body (objectOp)
 	switch op {
 	case "mkdir":
 		var b mkdirBody
@@ -628,6 +633,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 			return map[string]any{"path": b.Path}, fsys.Mkdir(ctx, p, b.Parents)
 		}
 		paths = []string{p}
+		args = opArgs{show: map[string]any{"path": b.Path}, parents: b.Parents}
 	case "move":
 		var b moveBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -641,6 +647,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 			return map[string]any{"source": b.Source, "destination": b.Destination}, fsys.Move(ctx, src, dst, b.Overwrite)
 		}
 		paths = []string{src, dst}
+		args = opArgs{show: map[string]any{"source": b.Source, "destination": b.Destination}, overwrite: b.Overwrite}
 	case "copy":
 		var b copyBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -655,6 +662,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 				fsys.Copy(ctx, src, dst, files.CopyOptions{Recursive: b.Recursive, Overwrite: b.Overwrite, Dereference: b.Dereference})
 		}
 		paths = []string{src, dst}
+		args = opArgs{show: map[string]any{"source": b.Source, "destination": b.Destination}, overwrite: b.Overwrite, recursive: b.Recursive}
 	case "chmod":
 		var b chmodBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -675,6 +683,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 			return map[string]any{"path": b.Path, "mode": fmt.Sprintf("%04o", mode)}, fsys.Chmod(ctx, p, mode, b.Recursive)
 		}
 		paths = []string{p}
+		args = opArgs{unsupported: storage.Modes, unsupportedOperation: "chmod"}
 	case "chown":
 		var b chownBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -691,6 +700,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 			return map[string]any{"path": b.Path}, fsys.Chown(ctx, p, b.Owner, b.Group, b.Recursive)
 		}
 		paths = []string{p}
+		args = opArgs{unsupported: storage.Modes, unsupportedOperation: "chown"}
 	case "symlink":
 		var b symlinkBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -707,6 +717,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 			return map[string]any{"target": b.Target, "link": b.Link}, fsys.Symlink(ctx, b.Target, link)
 		}
 		paths = []string{link}
+		args = opArgs{unsupported: storage.Symlinks, unsupportedOperation: "symlink"}
 	case "compress":
 		var b compressBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -739,6 +750,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 			return map[string]any{"archive": b.Archive, "format": b.Format}, fsys.Compress(ctx, srcs, archive, b.Format)
 		}
 		paths = append(srcs, archive)
+		args = opArgs{unsupported: storage.Commands, unsupportedOperation: "compress"}
 	case "extract":
 		var b extractBody
 		if err := decodeJSON(r, &b); err != nil {
@@ -756,6 +768,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 			return map[string]any{"archive": b.Archive, "destination": b.Destination}, fsys.Extract(ctx, archive, dst)
 		}
 		paths = []string{archive, dst}
+		args = opArgs{unsupported: storage.Commands, unsupportedOperation: "extract"}
 	default:
 		return errStatus(http.StatusNotFound, "unknown operation %q: use mkdir, move, copy, chmod, chown, symlink, compress or extract", op)
 	}
@@ -765,6 +778,15 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 	case "move", "copy", "symlink", "extract":
 		r = withRestructure(r)
 	}
+	d, err := s.decide(r)
+	if err != nil {
+		return err
+	}
+	if d.Storage != nil {
+		args.paths = paths
+		return s.objectOp(w, r, d, op, args)
+	}
+	r = withDecision(r, d)
 	return s.fsCall(r, false, false, func(fsys *files.FS) error {
 		out, err := run(r.Context(), fsys)
 		if err != nil {

@@ -33,6 +33,9 @@ func (s *Server) paperList(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []paperCredential{}
 	for _, sys := range systems {
+		if sys.KindOf() != store.KindSSH {
+			continue // a named credential is an SSH login
+		}
 		cred, err := s.deps.Store.GetCredential(r.Context(), owner, sys.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			continue

@@ -19,6 +19,8 @@ type Problem struct {
 	Detail   string       `json:"detail,omitempty"`
 	Instance string       `json:"instance,omitempty"`
 	Errors   []FieldError `json:"errors,omitempty"`
+	// Capability names what the system's storage lacks, for a request it cannot serve (409).
+	Capability string `json:"capability,omitempty"`
 
 	// retryAfter, when positive, is sent as the Retry-After header (seconds).
 	retryAfter int

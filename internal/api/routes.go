@@ -18,6 +18,7 @@ import (
 	"github.com/sshapi/sshapi/internal/files"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/storage"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -61,25 +62,27 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/systems/{id}/links", false, s.createLink},
 		{"GET", "/v1/systems/{id}/links", false, s.listLinks},
 		{"DELETE", "/v1/systems/{id}/links/{link_id}", false, s.deleteLink},
-		{"GET", "/v1/links/{token}", true, s.linkRoute(access.Read, s.getContent)},
-		{"PUT", "/v1/links/{token}", true, s.linkRoute(access.Write, s.putContent)},
+		{"GET", "/v1/links/{token}", true, s.linkRoute(access.Read, s.byKind(s.getContent, s.getObject))},
+		{"PUT", "/v1/links/{token}", true, s.linkRoute(access.Write, s.byKind(s.putContent, s.putObject))},
 		{"GET", "/v1/admin/audit", false, s.adminAudit},
 		{"GET", "/v1/admin/systems", false, s.adminSystems},
 		{"PUT", "/v1/admin/users/{user}/disabled", false, s.adminDisable},
 		{"PUT", "/v1/admin/users/{user}/systems/{system}/disabled", false, s.adminDisable},
 
-		{"GET", "/v1/systems/{id}/ls/{path...}", false, s.listFiles},
-		{"GET", "/v1/systems/{id}/stat/{path...}", false, s.statFile},
-		{"GET", "/v1/systems/{id}/content/{path...}", false, s.getContent},
-		{"PUT", "/v1/systems/{id}/content/{path...}", false, s.putContent},
-		{"POST", "/v1/systems/{id}/content/{path...}", false, s.postContent},
-		{"DELETE", "/v1/systems/{id}/files/{path...}", false, s.deleteFile},
-		{"POST", "/v1/systems/{id}/ops/{op}", false, s.fileOp},
-		{"GET", "/v1/systems/{id}/checksum/{path...}", false, s.checksumFile},
-		{"GET", "/v1/systems/{id}/head/{path...}", false, s.excerpt(false)},
-		{"GET", "/v1/systems/{id}/tail/{path...}", false, s.excerpt(true)},
-		{"GET", "/v1/systems/{id}/filetype/{path...}", false, s.fileType},
-		{"GET", "/v1/systems/{id}/df/{path...}", false, s.diskUsage},
+		// File routes serve an SSH system through package files and an S3 system through its
+		// storage.Backend (objects.go); byKind makes the one access decision and picks.
+		{"GET", "/v1/systems/{id}/ls/{path...}", false, s.byKind(s.listFiles, s.listObjects)},
+		{"GET", "/v1/systems/{id}/stat/{path...}", false, s.byKind(s.statFile, s.statObject)},
+		{"GET", "/v1/systems/{id}/content/{path...}", false, s.byKind(s.getContent, s.getObject)},
+		{"PUT", "/v1/systems/{id}/content/{path...}", false, s.byKind(s.putContent, s.putObject)},
+		{"POST", "/v1/systems/{id}/content/{path...}", false, s.byKind(s.postContent, s.postObject)},
+		{"DELETE", "/v1/systems/{id}/files/{path...}", false, s.byKind(s.deleteFile, s.deleteObject)},
+		{"POST", "/v1/systems/{id}/ops/{op}", false, s.fileOp}, // decides after reading the body: see objectOp
+		{"GET", "/v1/systems/{id}/checksum/{path...}", false, s.byKind(s.checksumFile, s.checksumObject)},
+		{"GET", "/v1/systems/{id}/head/{path...}", false, s.byKind(s.excerpt(false), s.excerptObject(false))},
+		{"GET", "/v1/systems/{id}/tail/{path...}", false, s.byKind(s.excerpt(true), s.excerptObject(true))},
+		{"GET", "/v1/systems/{id}/filetype/{path...}", false, s.byKind(s.fileType, unsupportedOn(storage.Commands, "file type"))},
+		{"GET", "/v1/systems/{id}/df/{path...}", false, s.byKind(s.diskUsage, unsupportedOn(storage.Commands, "disk usage"))},
 
 		{"POST", "/v1/systems/{id}/jobs", false, s.submitJob},
 		{"GET", "/v1/systems/{id}/jobs", false, s.listJobs},
@@ -366,6 +369,9 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return Problem{Status: he.status, Detail: he.detail, Errors: he.fields, retryAfter: he.retryAfter}
 	}
 	if p, ok := accessProblem(err); ok {
+		return p
+	}
+	if p, ok := storageProblem(err); ok {
 		return p
 	}
 	switch {

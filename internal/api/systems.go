@@ -12,12 +12,15 @@ import (
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/storage"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
-// systemFields are a system's settings as the API accepts them (POST) and shows them.
+// systemFields are a system's settings as the API accepts them (POST): an SSH system's, or with
+// kind "s3" a bucket's (see validateS3System).
 type systemFields struct {
 	ID                  string   `json:"id"`
+	Kind                string   `json:"kind,omitempty"`
 	Host                string   `json:"host"`
 	Port                int      `json:"port"`
 	HostKeys            []string `json:"host_keys"`
@@ -29,28 +32,72 @@ type systemFields struct {
 	Jump                string   `json:"jump,omitempty"`
 	Ciphers             []string `json:"ciphers,omitempty"`
 	KeyExchanges        []string `json:"kex,omitempty"`
+	s3Fields
+}
+
+// s3Fields are an S3 system's settings.
+type s3Fields struct {
+	Endpoint  string `json:"endpoint,omitempty"`
+	Region    string `json:"region,omitempty"`
+	Bucket    string `json:"bucket,omitempty"`
+	Prefix    string `json:"prefix,omitempty"`
+	PathStyle bool   `json:"path_style,omitempty"`
 }
 
 // system turns the fields into the owner's store.System.
 func (f systemFields) system(owner string) *store.System {
-	return &store.System{Owner: owner, ID: f.ID, Host: f.Host, Port: f.Port, HostKeys: f.HostKeys,
+	return &store.System{Owner: owner, ID: f.ID, Kind: f.Kind, Host: f.Host, Port: f.Port, HostKeys: f.HostKeys,
 		HostKeyFingerprints: f.HostKeyFingerprints, TrustOnFirstUse: f.TrustOnFirstUse, MaxSessions: f.MaxSessions,
-		RootDir: f.RootDir, Description: f.Description, Jump: f.Jump, Ciphers: f.Ciphers, KeyExchanges: f.KeyExchanges}
+		RootDir: f.RootDir, Description: f.Description, Jump: f.Jump, Ciphers: f.Ciphers, KeyExchanges: f.KeyExchanges,
+		Endpoint: f.Endpoint, Region: f.Region, Bucket: f.Bucket, Prefix: f.Prefix, PathStyle: f.PathStyle}
 }
 
-// systemJSON is a system as the API shows it.
+// sshSystemJSON is what an SSH system shows beyond what every system shows.
+type sshSystemJSON struct {
+	Host                string   `json:"host"`
+	Port                int      `json:"port"`
+	HostKeys            []string `json:"host_keys"`
+	HostKeyFingerprints []string `json:"host_key_fingerprints"`
+	TrustOnFirstUse     bool     `json:"trust_on_first_use"`
+	MaxSessions         int      `json:"max_sessions"`
+	RootDir             string   `json:"root_dir,omitempty"`
+	Jump                string   `json:"jump,omitempty"`
+	Ciphers             []string `json:"ciphers,omitempty"`
+	KeyExchanges        []string `json:"kex,omitempty"`
+}
+
+// s3SystemJSON is what an S3 system shows beyond what every system shows.
+type s3SystemJSON struct {
+	Endpoint  string `json:"endpoint"`
+	Region    string `json:"region"`
+	Bucket    string `json:"bucket"`
+	Prefix    string `json:"prefix"`
+	PathStyle bool   `json:"path_style"`
+}
+
+// systemJSON is a system as the API shows it: its kind's fields and what its storage can do.
 type systemJSON struct {
-	systemFields
-	HasCredential *bool     `json:"has_credential,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	*sshSystemJSON
+	*s3SystemJSON
+	Description   string               `json:"description"`
+	Capabilities  storage.Capabilities `json:"capabilities"`
+	HasCredential *bool                `json:"has_credential,omitempty"`
+	CreatedAt     time.Time            `json:"created_at"`
+	UpdatedAt     time.Time            `json:"updated_at"`
 }
 
 func toSystemJSON(s *store.System) systemJSON {
-	j := systemJSON{systemFields: systemFields{ID: s.ID, Host: s.Host, Port: s.Port, HostKeys: s.HostKeys,
-		HostKeyFingerprints: s.HostKeyFingerprints, TrustOnFirstUse: s.TrustOnFirstUse, MaxSessions: s.MaxSessions,
-		RootDir: s.RootDir, Description: s.Description, Jump: s.Jump, Ciphers: s.Ciphers, KeyExchanges: s.KeyExchanges},
+	j := systemJSON{ID: s.ID, Kind: s.KindOf(), Description: s.Description, Capabilities: access.Capabilities(s.KindOf()),
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+	if j.Kind == store.KindS3 {
+		j.s3SystemJSON = &s3SystemJSON{Endpoint: s.Endpoint, Region: s.Region, Bucket: s.Bucket, Prefix: s.Prefix, PathStyle: s.PathStyle}
+		return j
+	}
+	j.sshSystemJSON = &sshSystemJSON{Host: s.Host, Port: s.Port, HostKeys: s.HostKeys,
+		HostKeyFingerprints: s.HostKeyFingerprints, TrustOnFirstUse: s.TrustOnFirstUse, MaxSessions: s.MaxSessions,
+		RootDir: s.RootDir, Jump: s.Jump, Ciphers: s.Ciphers, KeyExchanges: s.KeyExchanges}
 	if j.HostKeys == nil {
 		j.HostKeys = []string{}
 	}
@@ -70,6 +117,17 @@ var (
 func validateSystem(s *store.System) error {
 	if !idPattern.MatchString(s.ID) {
 		return badField("id", "must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	switch s.Kind {
+	case "", store.KindSSH:
+		s.Kind = store.KindSSH
+	case store.KindS3:
+		return validateS3System(s)
+	default:
+		return badField("kind", "must be ssh or s3")
+	}
+	if f := s3FieldSet(s); f != "" {
+		return badField(f, "is a field of S3 systems (kind s3), not of SSH systems")
 	}
 	s.Host = strings.TrimSuffix(strings.TrimPrefix(s.Host, "["), "]")
 	if s.Host == "" {
@@ -133,7 +191,7 @@ func (s *Server) createSystem(w http.ResponseWriter, r *http.Request) error {
 	if err := s.deps.Store.CreateSystem(r.Context(), sys); err != nil {
 		return err
 	}
-	if err := s.audit(r, "system.create", sys.ID, sys.Host); err != nil {
+	if err := s.audit(r, "system.create", sys.ID, systemAddress(sys)); err != nil {
 		return err
 	}
 	w.Header().Set("Location", "/v1/systems/"+sys.ID)
@@ -184,6 +242,12 @@ type patchSystemRequest struct {
 	Jump                *string   `json:"jump"`
 	Ciphers             *[]string `json:"ciphers"`
 	KeyExchanges        *[]string `json:"kex"`
+	Kind                *string   `json:"kind"`
+	Endpoint            *string   `json:"endpoint"`
+	Region              *string   `json:"region"`
+	Bucket              *string   `json:"bucket"`
+	Prefix              *string   `json:"prefix"`
+	PathStyle           *bool     `json:"path_style"`
 }
 
 func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
@@ -223,6 +287,16 @@ func (s *Server) applyPatch(r *http.Request, req patchSystemRequest) (*store.Sys
 		if v != nil {
 			*dst = *v
 		}
+	}
+	if req.Kind != nil && *req.Kind != sys.KindOf() {
+		return nil, badField("kind", "cannot change (the system is %s): register a new system instead", sys.KindOf())
+	}
+	set(&sys.Endpoint, req.Endpoint)
+	set(&sys.Region, req.Region)
+	set(&sys.Bucket, req.Bucket)
+	set(&sys.Prefix, req.Prefix)
+	if req.PathStyle != nil {
+		sys.PathStyle = *req.PathStyle
 	}
 	set(&sys.Host, req.Host)
 	set(&sys.RootDir, req.RootDir)

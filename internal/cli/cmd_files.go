@@ -93,9 +93,9 @@ func newSystemsCmd() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tHOST\tDESCRIPTION")
+			fmt.Fprintln(tw, "ID\tADDRESS\tDESCRIPTION")
 			for _, s := range systems {
-				fmt.Fprintf(tw, "%s\t%s:%d\t%s\n", s.ID, s.Host, s.Port, s.Description)
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.ID, s.Address(), s.Description)
 			}
 			return tw.Flush()
 		},

@@ -173,9 +173,21 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 // System is a registered system.
 type System struct {
 	ID          string `json:"id"`
+	Kind        string `json:"kind"`
 	Host        string `json:"host"`
 	Port        int    `json:"port"`
+	Endpoint    string `json:"endpoint"`
+	Bucket      string `json:"bucket"`
+	Prefix      string `json:"prefix"`
 	Description string `json:"description"`
+}
+
+// Address is where the system is: host:port, or an S3 system's endpoint/bucket/prefix.
+func (s System) Address() string {
+	if s.Kind == "s3" {
+		return strings.TrimSuffix(s.Endpoint, "/") + "/" + strings.TrimSuffix(s.Bucket+"/"+s.Prefix, "/")
+	}
+	return fmt.Sprintf("%s:%d", s.Host, s.Port)
 }
 
 // Systems lists the caller's systems.
@@ -198,14 +210,18 @@ type Entry struct {
 	LinkTarget string    `json:"link_target"`
 }
 
-// List returns every entry of a directory, fetching all pages.
+// List returns every entry of a directory, fetching all pages (by offset on an SSH system, by
+// cursor on an S3 system).
 func (c *Client) List(ctx context.Context, system, p string, recursive, hidden bool) ([]Entry, error) {
 	var all []Entry
-	offset := 0
+	offset, cursor := 0, ""
 	for {
 		q := url.Values{}
 		if offset > 0 {
 			q.Set("offset", fmt.Sprint(offset))
+		}
+		if cursor != "" { // an S3 system pages by cursor
+			q.Set("cursor", cursor)
 		}
 		if recursive {
 			q.Set("recursive", "true")
@@ -216,11 +232,16 @@ func (c *Client) List(ctx context.Context, system, p string, recursive, hidden b
 		var page struct {
 			Entries    []Entry `json:"entries"`
 			NextOffset *int    `json:"next_offset"`
+			NextCursor string  `json:"next_cursor"`
 		}
 		if err := c.do(ctx, http.MethodGet, fileURL(system, "ls", p), q, nil, &page); err != nil {
 			return nil, err
 		}
 		all = append(all, page.Entries...)
+		if page.NextCursor != "" && page.NextCursor != cursor {
+			cursor = page.NextCursor
+			continue
+		}
 		if page.NextOffset == nil || *page.NextOffset <= offset {
 			return all, nil
 		}

@@ -27,13 +27,36 @@ var ErrConflict = errors.New("store: already exists")
 // such as an empty owner or id.
 var ErrInvalid = errors.New("store: invalid value")
 
-// System is an HPC login host registered by an owner, with what is needed to
-// connect to it safely.
+// The kinds of system.
+const (
+	// KindSSH is an SSH host (files over SFTP, commands, jobs); the default.
+	KindSSH = "ssh"
+	// KindS3 is an S3 bucket (files only), optionally under a key prefix.
+	KindS3 = "s3"
+)
+
+// System is an HPC login host or an S3 bucket registered by an owner, with
+// what is needed to connect to it safely.
 type System struct {
 	// Owner is the user who registered the system; (Owner, ID) is the key.
 	Owner string
 	// ID is the owner's name for the system.
 	ID string
+	// Kind is KindSSH (also when empty) or KindS3. The SSH fields below
+	// (Host to KeyExchanges) are for KindSSH, the S3 fields for KindS3.
+	Kind string
+	// Endpoint is an S3 system's endpoint URL (http or https).
+	Endpoint string
+	// Region is an S3 system's signing region.
+	Region string
+	// Bucket is an S3 system's bucket.
+	Bucket string
+	// Prefix, if set, is the key prefix under which an S3 system's files
+	// live (its root), without leading or trailing slash.
+	Prefix string
+	// PathStyle addresses the bucket as endpoint/bucket rather than
+	// bucket.endpoint.
+	PathStyle bool
 	// Host and Port are the SSH server's address.
 	Host string
 	Port int
@@ -62,8 +85,10 @@ type System struct {
 	CreatedAt, UpdatedAt time.Time
 }
 
-// Credential is an owner's SSH login for one of their systems. The private
-// key is only ever held sealed.
+// Credential is an owner's login for one of their systems: an SSH key, or an
+// S3 system's access keys (then KeyType is CredentialS3, Username holds the
+// access key id, which is not secret, and Sealed the JSON of the keys). The
+// private key or secret key is only ever held sealed.
 type Credential struct {
 	// Owner and SystemID name the system this credential logs in to.
 	Owner, SystemID string
@@ -85,6 +110,9 @@ type Credential struct {
 	// CreatedAt is set by the store on every PutCredential.
 	CreatedAt time.Time
 }
+
+// CredentialS3 is the KeyType of an S3 system's access keys.
+const CredentialS3 = "s3"
 
 // AuditEntry records one security-relevant action by an owner. Detail must
 // never contain secrets.
@@ -165,6 +193,14 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the database.
 	Close() error
+}
+
+// KindOf returns s.Kind, KindSSH when it is empty.
+func (s *System) KindOf() string {
+	if s.Kind == "" {
+		return KindSSH
+	}
+	return s.Kind
 }
 
 // DefaultAuditLimit is the number of entries ListAudit returns when given no

@@ -106,3 +106,47 @@ def second_system(demo: Demo) -> str:
             pass
         c.set_credential("sdk2", username=ssh["user"], private_key=ssh["private_key"])
     return "sdk2"
+
+
+@dataclass
+class Versitygw:
+    """A real S3 server (versitygw, posix backend) on loopback, and one bucket in it."""
+
+    endpoint: str
+    access_key_id: str
+    secret_access_key: str
+    bucket: str
+
+
+@pytest.fixture(scope="session")
+def versitygw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Versitygw]:
+    """versitygw from ``SSHAPI_VERSITYGW``, or built from tools/versitygw into build/bin (as the Go
+    tests do), started on a free port with a fresh root credential and one bucket directory."""
+    import socket
+
+    binary = os.environ.get("SSHAPI_VERSITYGW") or str(REPO / "build" / "bin" / "versitygw")
+    if not os.environ.get("SSHAPI_VERSITYGW") and not Path(binary).exists():
+        subprocess.run(["go", "build", "-o", binary, "github.com/versity/versitygw/cmd/versitygw"], cwd=REPO / "tools" / "versitygw", check=True)
+    top = tmp_path_factory.mktemp("s3")
+    bucket = "sdk-" + uuid.uuid4().hex[:8]
+    (top / bucket).mkdir()  # the posix backend's bucket is a directory of its top directory
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key, secret = "AK" + uuid.uuid4().hex[:16], uuid.uuid4().hex + uuid.uuid4().hex[:8]
+    env = dict(os.environ, ROOT_ACCESS_KEY_ID=key, ROOT_SECRET_ACCESS_KEY=secret)
+    p = subprocess.Popen([binary, "--port", f"127.0.0.1:{port}", "--quiet", "posix", str(top)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if p.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("versitygw did not start")
+                time.sleep(0.02)  # waiting for another process to listen; there is no event to await
+        yield Versitygw(endpoint=f"http://127.0.0.1:{port}", access_key_id=key, secret_access_key=secret, bucket=bucket)
+    finally:
+        p.terminate()
+        p.wait(timeout=10)

@@ -32,10 +32,11 @@ func (d *DB) Load(ctx context.Context, dump *store.Dump) error {
 		}
 		for _, s := range dump.Systems {
 			if _, err := tx.Exec(ctx, `INSERT INTO systems (`+systemColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
 				s.Owner, s.ID, s.Host, s.Port, nonNilStrings(s.HostKeys), nonNilStrings(s.HostKeyFingerprints),
 				s.TrustOnFirstUse, s.MaxSessions, s.RootDir, s.Description, s.CreatedAt, s.UpdatedAt, s.Jump,
-				nonNilStrings(s.Ciphers), nonNilStrings(s.KeyExchanges)); err != nil {
+				nonNilStrings(s.Ciphers), nonNilStrings(s.KeyExchanges), s.KindOf(), s.Endpoint, s.Region,
+				s.Bucket, s.Prefix, s.PathStyle); err != nil {
 				return fmt.Errorf("postgres: load system %s/%s: %w", s.Owner, s.ID, err)
 			}
 		}

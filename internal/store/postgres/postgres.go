@@ -102,12 +102,13 @@ func isCode(err error, code string) bool {
 
 const systemColumns = `owner, id, host, port, host_keys, host_key_fingerprints,
 	trust_on_first_use, max_sessions, root_dir, description, created_at, updated_at,
-	jump, ciphers, key_exchanges`
+	jump, ciphers, key_exchanges, kind, endpoint, region, bucket, prefix, path_style`
 
 func scanSystem(r pgx.Row) (*store.System, error) {
 	var s store.System
 	if err := r.Scan(&s.Owner, &s.ID, &s.Host, &s.Port, &s.HostKeys, &s.HostKeyFingerprints, &s.TrustOnFirstUse,
-		&s.MaxSessions, &s.RootDir, &s.Description, &s.CreatedAt, &s.UpdatedAt, &s.Jump, &s.Ciphers, &s.KeyExchanges); err != nil {
+		&s.MaxSessions, &s.RootDir, &s.Description, &s.CreatedAt, &s.UpdatedAt, &s.Jump, &s.Ciphers, &s.KeyExchanges,
+		&s.Kind, &s.Endpoint, &s.Region, &s.Bucket, &s.Prefix, &s.PathStyle); err != nil {
 		return nil, err
 	}
 	s.HostKeys, s.HostKeyFingerprints = nonNilStrings(s.HostKeys), nonNilStrings(s.HostKeyFingerprints)
@@ -123,10 +124,10 @@ func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
 	}
 	t := now()
 	_, err := d.pool.Exec(ctx, `INSERT INTO systems (`+systemColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
 		s.Owner, s.ID, s.Host, s.Port, nonNilStrings(s.HostKeys), nonNilStrings(s.HostKeyFingerprints),
 		s.TrustOnFirstUse, s.MaxSessions, s.RootDir, s.Description, t, s.Jump, nonNilStrings(s.Ciphers),
-		nonNilStrings(s.KeyExchanges))
+		nonNilStrings(s.KeyExchanges), s.KindOf(), s.Endpoint, s.Region, s.Bucket, s.Prefix, s.PathStyle)
 	if isCode(err, uniqueViolation) {
 		return fmt.Errorf("system %q: %w", s.ID, store.ErrConflict)
 	}
@@ -181,11 +182,13 @@ func (d *DB) UpdateSystem(ctx context.Context, s *store.System) error {
 	var created time.Time
 	err := d.pool.QueryRow(ctx, `UPDATE systems SET host = $1, port = $2, host_keys = $3,
 		host_key_fingerprints = $4, trust_on_first_use = $5, max_sessions = $6, root_dir = $7,
-		description = $8, updated_at = $9, jump = $13, ciphers = $14, key_exchanges = $15
+		description = $8, updated_at = $9, jump = $13, ciphers = $14, key_exchanges = $15,
+		kind = $16, endpoint = $17, region = $18, bucket = $19, prefix = $20, path_style = $21
 		WHERE owner = $10 AND id = $11 AND ($12::timestamptz IS NULL OR updated_at = $12) RETURNING created_at`,
 		s.Host, s.Port, nonNilStrings(s.HostKeys), nonNilStrings(s.HostKeyFingerprints), s.TrustOnFirstUse,
 		s.MaxSessions, s.RootDir, s.Description, t, s.Owner, s.ID, prev, s.Jump, nonNilStrings(s.Ciphers),
-		nonNilStrings(s.KeyExchanges)).Scan(&created)
+		nonNilStrings(s.KeyExchanges), s.KindOf(), s.Endpoint, s.Region, s.Bucket, s.Prefix,
+		s.PathStyle).Scan(&created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, gerr := d.GetSystem(ctx, s.Owner, s.ID); gerr != nil {
 			return gerr

@@ -168,7 +168,7 @@ func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
 const systemColumns = `owner, id, host, port, host_keys, host_key_fingerprints,
 	trust_on_first_use, max_sessions, root_dir, description, created_at, updated_at,
-	jump, ciphers, key_exchanges`
+	jump, ciphers, key_exchanges, kind, endpoint, region, bucket, prefix, path_style`
 
 // CreateSystem implements store.Store.
 func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
@@ -185,9 +185,10 @@ func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
 	}
 	t := now()
 	_, err = d.db.ExecContext(ctx, `INSERT INTO systems (`+systemColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.Owner, s.ID, s.Host, s.Port, keys, fps, s.TrustOnFirstUse, s.MaxSessions,
-		s.RootDir, s.Description, t.UnixMicro(), t.UnixMicro(), s.Jump, ciphers, kex)
+		s.RootDir, s.Description, t.UnixMicro(), t.UnixMicro(), s.Jump, ciphers, kex,
+		s.KindOf(), s.Endpoint, s.Region, s.Bucket, s.Prefix, s.PathStyle)
 	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
 		return fmt.Errorf("system %q: %w", s.ID, store.ErrConflict)
 	}
@@ -246,10 +247,12 @@ func (d *DB) UpdateSystem(ctx context.Context, s *store.System) error {
 	var created int64
 	err = d.db.QueryRowContext(ctx, `UPDATE systems SET host = ?, port = ?, host_keys = ?,
 		host_key_fingerprints = ?, trust_on_first_use = ?, max_sessions = ?, root_dir = ?,
-		description = ?, updated_at = ?, jump = ?, ciphers = ?, key_exchanges = ?
+		description = ?, updated_at = ?, jump = ?, ciphers = ?, key_exchanges = ?,
+		kind = ?, endpoint = ?, region = ?, bucket = ?, prefix = ?, path_style = ?
 		WHERE owner = ? AND id = ? AND (? = 0 OR updated_at = ?) RETURNING created_at`,
 		s.Host, s.Port, keys, fps, s.TrustOnFirstUse, s.MaxSessions, s.RootDir,
-		s.Description, t.UnixMicro(), s.Jump, ciphers, kex, s.Owner, s.ID,
+		s.Description, t.UnixMicro(), s.Jump, ciphers, kex,
+		s.KindOf(), s.Endpoint, s.Region, s.Bucket, s.Prefix, s.PathStyle, s.Owner, s.ID,
 		micros(s.UpdatedAt), micros(s.UpdatedAt)).Scan(&created)
 	if errors.Is(err, sql.ErrNoRows) {
 		if _, gerr := d.GetSystem(ctx, s.Owner, s.ID); gerr != nil {
@@ -449,7 +452,8 @@ func scanSystem(r scanner) (*store.System, error) {
 	)
 	if err := r.Scan(&s.Owner, &s.ID, &s.Host, &s.Port, &keys, &fps, &s.TrustOnFirstUse,
 		&s.MaxSessions, &s.RootDir, &s.Description, &created, &updated,
-		&s.Jump, &ciphers, &kex); err != nil {
+		&s.Jump, &ciphers, &kex, &s.Kind, &s.Endpoint, &s.Region, &s.Bucket, &s.Prefix,
+		&s.PathStyle); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(ciphers), &s.Ciphers); err != nil {

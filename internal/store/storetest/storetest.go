@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"PinHostKey", testPinHostKey},
 		{"PinHostKeyConcurrent", testPinHostKeyConcurrent},
 		{"JumpAndAlgorithms", testJumpAndAlgorithms},
+		{"S3System", testS3System},
 		{"DeleteSystem", testDeleteSystem},
 		{"NotFound", testNotFound},
 		{"OwnerIsolation", testOwnerIsolation},
@@ -105,6 +106,7 @@ func sameSystem(t *testing.T, got, want *store.System) {
 	t.Helper()
 	norm := func(s store.System) store.System {
 		s.CreatedAt, s.UpdatedAt = time.Time{}, time.Time{}
+		s.Kind = s.KindOf()
 		if len(s.HostKeys) == 0 {
 			s.HostKeys = nil
 		}
@@ -325,6 +327,53 @@ func testJumpAndAlgorithms(t *testing.T, s store.Store) {
 	if again.Jump != "" || len(again.Ciphers) != 0 {
 		t.Fatalf("cleared jump/ciphers read back as %q %v", again.Jump, again.Ciphers)
 	}
+}
+
+// testS3System checks that a system without a kind reads back as ssh, that
+// an s3 system's fields round-trip, change on update and list, and that its
+// credential (access key id in Username) round-trips like an SSH key.
+func testS3System(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	plain := &store.System{Owner: "alice", ID: "login", Host: "10.0.0.5", Port: 22}
+	mustCreate(t, s, plain)
+	got, err := s.GetSystem(ctx, "alice", "login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != store.KindSSH || got.Endpoint != "" || got.Bucket != "" || got.PathStyle {
+		t.Fatalf("a system without kind read back as kind %q endpoint %q bucket %q path_style %v", got.Kind, got.Endpoint, got.Bucket, got.PathStyle)
+	}
+	sys := &store.System{Owner: "alice", ID: "bucket", Kind: store.KindS3, Endpoint: "https://s3.example.org:9000",
+		Region: "eu-west-1", Bucket: "data", Prefix: "projects/x", PathStyle: true, Description: "object store"}
+	mustCreate(t, s, sys)
+	got, err = s.GetSystem(ctx, "alice", "bucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSystem(t, got, sys)
+	got.Endpoint, got.Region, got.Bucket, got.Prefix, got.PathStyle = "http://127.0.0.1:7070", "us-east-1", "other", "", false
+	if err := s.UpdateSystem(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.ListSystems(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 {
+		t.Fatalf("list: %+v", list)
+	}
+	sameSystem(t, &list[0], got)
+	if list[0].Kind != store.KindS3 || list[1].Kind != store.KindSSH {
+		t.Fatalf("kinds listed: %q %q", list[0].Kind, list[1].Kind)
+	}
+	cred := &store.Credential{Owner: "alice", SystemID: "bucket", Username: "AKIAEXAMPLE", KeyType: store.CredentialS3,
+		Sealed: secret.Sealed{KeyID: "k1", WrappedKey: []byte("w"), Ciphertext: []byte("c")}}
+	mustPut(t, s, cred)
+	gc, err := s.GetCredential(ctx, "alice", "bucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameCredential(t, gc, cred)
 }
 
 func testDeleteSystem(t *testing.T, s store.Store) {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
 import httpx
@@ -70,16 +70,24 @@ def run(system: str, body: Dict[str, Any]) -> Call[CommandResult]:
 
 
 def ls_page(
-    system: str, path: str, offset: int, limit: Optional[int], recursive: bool, show_hidden: bool, pattern: Optional[str]
-) -> Call[Tuple[List[FileEntry], Optional[int]]]:
-    def parse(r: httpx.Response) -> Tuple[List[FileEntry], Optional[int]]:
+    system: str, path: str, page: Union[int, str], limit: Optional[int], recursive: bool, show_hidden: bool, pattern: Optional[str]
+) -> Call[Tuple[List[FileEntry], Optional[Union[int, str]]]]:
+    """One page of a listing. ``page`` is the offset of the page (SSH systems) or the cursor an
+    S3 system gave as ``next_cursor``; the call returns the entries and the next page's, or None."""
+
+    def parse(r: httpx.Response) -> Tuple[List[FileEntry], Optional[Union[int, str]]]:
         d = r.json()
+        entries = [FileEntry.from_json(e) for e in d.get("entries") or []]
+        cursor = d.get("next_cursor")
+        if isinstance(cursor, str) and cursor:
+            return entries, cursor
         nxt = d.get("next_offset")
-        return [FileEntry.from_json(e) for e in d.get("entries") or []], nxt if isinstance(nxt, int) else None
+        return entries, nxt if isinstance(nxt, int) else None
 
     params = drop_none(
         {
-            "offset": offset or None,
+            "offset": page if isinstance(page, int) and page else None,
+            "cursor": page if isinstance(page, str) and page else None,
             "limit": limit,
             "recursive": flag(recursive),
             "show_hidden": flag(show_hidden),
@@ -213,6 +221,27 @@ def system_body(
             "description": description,
         }
     )
+
+
+def s3_system_body(
+    id: str, endpoint: str, bucket: str, region: Optional[str], prefix: Optional[str], path_style: Optional[bool], description: Optional[str]
+) -> Dict[str, Any]:
+    return drop_none(
+        {
+            "id": id,
+            "kind": "s3",
+            "endpoint": endpoint,
+            "bucket": bucket,
+            "region": region,
+            "prefix": prefix,
+            "path_style": path_style,
+            "description": description,
+        }
+    )
+
+
+def s3_credential_body(access_key_id: str, secret_access_key: str, session_token: Optional[str]) -> Dict[str, Any]:
+    return drop_none({"access_key_id": access_key_id, "secret_access_key": secret_access_key, "session_token": session_token})
 
 
 # --- batch jobs ------------------------------------------------------------------------------

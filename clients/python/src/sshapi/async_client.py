@@ -152,6 +152,21 @@ class AsyncClient(Base):
         body = ops.system_body(id, host, port, host_keys, host_key_fingerprints, trust_on_first_use, max_sessions, root_dir, description)
         return await self._do(ops.create_system(body))
 
+    async def create_s3_system(
+        self,
+        id: str,
+        endpoint: str,
+        bucket: str,
+        region: Optional[str] = None,
+        prefix: Optional[str] = None,
+        path_style: Optional[bool] = None,
+        description: Optional[str] = None,
+    ) -> System:
+        """Registers an S3 bucket (optionally under ``prefix``) as a system; its file routes work
+        like an SSH system's. Set its keys with ``set_s3_credential``."""
+        body = ops.s3_system_body(id, endpoint, bucket, region, prefix, path_style, description)
+        return await self._do(ops.create_system(body))
+
     async def update_system(self, id: str, **fields: Any) -> System:
         return await self._do(ops.update_system(id, {k: v for k, v in fields.items() if v is not None}))
 
@@ -163,6 +178,10 @@ class AsyncClient(Base):
     ) -> Credential:
         body = {"username": username, "private_key": private_key, "passphrase": passphrase, "certificate": certificate}
         return await self._do(ops.set_credential(system, {k: v for k, v in body.items() if v is not None}))
+
+    async def set_s3_credential(self, system: str, access_key_id: str, secret_access_key: str, session_token: Optional[str] = None) -> Credential:
+        """Stores an S3 system's access keys (encrypted; only the access key id comes back)."""
+        return await self._do(ops.set_credential(system, ops.s3_credential_body(access_key_id, secret_access_key, session_token)))
 
     async def credential(self, system: str) -> Credential:
         return await self._do(ops.credential(system))
@@ -205,9 +224,9 @@ class AsyncClient(Base):
     async def iter_files(
         self, system: str, path: str = "~", recursive: bool = False, show_hidden: bool = False, pattern: Optional[str] = None, page_size: Optional[int] = None
     ) -> AsyncIterator[FileEntry]:
-        offset: Optional[int] = 0
-        while offset is not None:
-            entries, offset = await self._do(ops.ls_page(system, path, offset, page_size, recursive, show_hidden, pattern))
+        page: Optional[Union[int, str]] = 0  # an offset, or an S3 system's cursor
+        while page is not None:
+            entries, page = await self._do(ops.ls_page(system, path, page, page_size, recursive, show_hidden, pattern))
             for e in entries:
                 yield e
 

@@ -151,6 +151,21 @@ class Client(Base):
         body = ops.system_body(id, host, port, host_keys, host_key_fingerprints, trust_on_first_use, max_sessions, root_dir, description)
         return self._do(ops.create_system(body))
 
+    def create_s3_system(
+        self,
+        id: str,
+        endpoint: str,
+        bucket: str,
+        region: Optional[str] = None,
+        prefix: Optional[str] = None,
+        path_style: Optional[bool] = None,
+        description: Optional[str] = None,
+    ) -> System:
+        """Registers an S3 bucket (optionally under ``prefix``) as a system; its file routes work
+        like an SSH system's. Set its keys with ``set_s3_credential``."""
+        body = ops.s3_system_body(id, endpoint, bucket, region, prefix, path_style, description)
+        return self._do(ops.create_system(body))
+
     def update_system(self, id: str, **fields: Any) -> System:
         """Changes the given fields of a system (host, port, host_keys, ..., description)."""
         return self._do(ops.update_system(id, {k: v for k, v in fields.items() if v is not None}))
@@ -164,6 +179,10 @@ class Client(Base):
         """Stores the caller's SSH key for ``system`` (encrypted; only metadata comes back)."""
         body = {"username": username, "private_key": private_key, "passphrase": passphrase, "certificate": certificate}
         return self._do(ops.set_credential(system, {k: v for k, v in body.items() if v is not None}))
+
+    def set_s3_credential(self, system: str, access_key_id: str, secret_access_key: str, session_token: Optional[str] = None) -> Credential:
+        """Stores an S3 system's access keys (encrypted; only the access key id comes back)."""
+        return self._do(ops.set_credential(system, ops.s3_credential_body(access_key_id, secret_access_key, session_token)))
 
     def credential(self, system: str) -> Credential:
         return self._do(ops.credential(system))
@@ -212,9 +231,9 @@ class Client(Base):
         self, system: str, path: str = "~", recursive: bool = False, show_hidden: bool = False, pattern: Optional[str] = None, page_size: Optional[int] = None
     ) -> Iterator[FileEntry]:
         """Yields a directory's entries, fetching page after page as needed."""
-        offset: Optional[int] = 0
-        while offset is not None:
-            entries, offset = self._do(ops.ls_page(system, path, offset, page_size, recursive, show_hidden, pattern))
+        page: Optional[Union[int, str]] = 0  # an offset, or an S3 system's cursor
+        while page is not None:
+            entries, page = self._do(ops.ls_page(system, path, page, page_size, recursive, show_hidden, pattern))
             yield from entries
 
     def list_files(

@@ -75,7 +75,8 @@ def _decode(text: Any, encoding: Any) -> bytes:
 
 @dataclass(frozen=True)
 class System:
-    """A registered SSH server (``GET /v1/systems/{id}``)."""
+    """A registered system (``GET /v1/systems/{id}``): an SSH server, or an S3 bucket (``kind``
+    "s3", with ``endpoint``, ``bucket`` and ``prefix``)."""
 
     id: str
     host: str
@@ -89,9 +90,16 @@ class System:
     has_credential: bool = False
     created_at: Optional[datetime] = None
     updated_at: Optional[datetime] = None
+    kind: str = "ssh"
+    endpoint: str = ""
+    region: str = ""
+    bucket: str = ""
+    prefix: str = ""
+    capabilities: Tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "System":
+        caps = d.get("capabilities")
         return cls(
             id=_str(d.get("id")),
             host=_str(d.get("host")),
@@ -105,18 +113,27 @@ class System:
             has_credential=_bool(d.get("has_credential")),
             created_at=parse_time(d.get("created_at")),
             updated_at=parse_time(d.get("updated_at")),
+            kind=_str(d.get("kind")) or "ssh",
+            endpoint=_str(d.get("endpoint")),
+            region=_str(d.get("region")),
+            bucket=_str(d.get("bucket")),
+            prefix=_str(d.get("prefix")),
+            capabilities=_strs(caps.get("capabilities")) if isinstance(caps, dict) else (),
         )
 
 
 @dataclass(frozen=True)
 class Credential:
-    """Metadata of a stored SSH credential (the key itself is never returned)."""
+    """Metadata of a stored credential: an SSH key's, or an S3 system's access key id (kind
+    "s3"). The private or secret key itself is never returned."""
 
     username: str
     key_type: str = ""
     public_key_fingerprint: str = ""
     certificate: bool = False
     created_at: Optional[datetime] = None
+    kind: str = "ssh"
+    access_key_id: str = ""
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Credential":
@@ -126,6 +143,8 @@ class Credential:
             public_key_fingerprint=_str(d.get("public_key_fingerprint")),
             certificate=_bool(d.get("certificate")),
             created_at=parse_time(d.get("created_at")),
+            kind=_str(d.get("kind")) or "ssh",
+            access_key_id=_str(d.get("access_key_id")),
         )
 
 
