@@ -131,6 +131,10 @@ type Config struct {
 	SFTPIdlePerConn   int           `yaml:"sftp_idle_per_conn" env:"SFTP_IDLE_PER_CONN"`
 	SFTPIdleTimeout   time.Duration `yaml:"sftp_idle_timeout" env:"SFTP_IDLE_TIMEOUT"`
 	MaxOpenRetryDelay time.Duration `yaml:"max_open_retry_delay" env:"MAX_OPEN_RETRY_DELAY"` // 200ms
+	// OpenTimeout bounds one channel open (and an SFTP channel's version exchange) on an
+	// established connection (20s): a live server answers or refuses at once, so a connection
+	// that does not is treated as dead, closed, and the open retried on another.
+	OpenTimeout time.Duration `yaml:"open_timeout" env:"OPEN_TIMEOUT"`
 	// MaxConnsPerOwnerHost is one owner's share of a host's connections (half of
 	// MaxConnsPerHost); MaxDialsPerOwnerHost its share of the host's unauthenticated dials
 	// (half of MaxDialsPerHost, rounded up: 2 of 3).
@@ -171,6 +175,7 @@ func (c *Config) setDefaults() {
 	defd(&c.KeepaliveTimeout, 10*time.Second)
 	defd(&c.IdleTimeout, 5*time.Minute)
 	defd(&c.MaxOpenRetryDelay, 200*time.Millisecond)
+	defd(&c.OpenTimeout, 20*time.Second)
 	def(&c.MaxConnsPerOwnerHost, max(c.MaxConnsPerHost/2, 1))
 	def(&c.MaxDialsPerOwnerHost, (c.MaxDialsPerHost+1)/2)
 	c.MaxConnsPerOwnerHost = min(c.MaxConnsPerOwnerHost, c.MaxConnsPerHost)

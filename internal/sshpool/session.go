@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -137,7 +138,7 @@ func (p *Pool) openChannel(ctx context.Context, t Target, pl placement, open fun
 		if err != nil {
 			return nil, nil, err
 		}
-		ch, err := open(c.client)
+		ch, err := p.openBounded(c, open)
 		if err == nil {
 			return ch, c, nil
 		}
@@ -163,6 +164,46 @@ func (p *Pool) openChannel(ctx context.Context, t Target, pl placement, open fun
 			return nil, nil, fmt.Errorf("%w: could not open a channel to %s before the deadline (last error: %v): %w", ErrUnavailable, t.Key, err, ctx.Err())
 		}
 		delay = min(delay*2, p.cfg.MaxOpenRetryDelay)
+	}
+}
+
+// errOpenTimeout: a channel open got no answer within Config.OpenTimeout.
+var errOpenTimeout = errors.New("no answer to a channel open")
+
+// openBounded runs open on c's client and gives up after Config.OpenTimeout. A live server
+// answers a channel open at once, or refuses it ("open failed" at MaxSessions); one that stays
+// silent is frozen or gone without the client noticing, or the open was lost by the client
+// library (x/crypto/ssh drops an open that races the end of its connection, and it then waits
+// forever). Keepalives cannot free such a waiter, and the open takes no context, so without this
+// bound a request could hang for good. On the timeout the connection is closed, which ends a
+// waiting open with an error, and the caller treats it as a dead connection; the open's
+// goroutine, if the library never returns, is the only thing left behind, and a channel it
+// returns late is closed.
+func (p *Pool) openBounded(c *conn, open func(*ssh.Client) (any, error)) (any, error) {
+	type result struct {
+		ch  any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ch, err := open(c.client)
+		done <- result{ch, err}
+	}()
+	t := time.NewTimer(p.cfg.OpenTimeout)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.ch, r.err
+	case <-t.C:
+		_ = c.client.Close()
+		go func() {
+			if r := <-done; r.err == nil {
+				if cl, ok := r.ch.(io.Closer); ok {
+					_ = cl.Close()
+				}
+			}
+		}()
+		return nil, fmt.Errorf("%w within %s on a connection to %s: closed it", errOpenTimeout, p.cfg.OpenTimeout, c.kp.key)
 	}
 }
 
@@ -264,7 +305,8 @@ func (p *Pool) openShared(ctx context.Context, t Target) (*SharedSFTP, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := sftp.NewClient(c.client, p.sftpOptions()...)
+	ch, err := p.openBounded(c, func(sc *ssh.Client) (any, error) { return sftp.NewClient(sc, p.sftpOptions()...) })
+	cl, _ := ch.(*sftp.Client)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {

@@ -1,8 +1,11 @@
 package sshpool
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
@@ -69,5 +72,61 @@ func TestStartSentThenLostMayHaveRun(t *testing.T) {
 	err = <-done
 	if !errors.Is(err, ErrConnLost) || errors.Is(err, ErrNotStarted) {
 		t.Fatalf("Start lost after sending: %v, want ErrConnLost without ErrNotStarted", err)
+	}
+}
+
+// TestOpenOnFrozenConnectionBounded: a pooled connection whose server stops answering (its sshd
+// frozen, so writes still succeed) must not hold a channel open forever, whatever the caller's
+// context: after OpenTimeout the connection is closed and the open succeeds on a fresh one.
+// Keepalives are off here so that only the open's own bound can free it.
+func TestOpenOnFrozenConnectionBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(ctx context.Context, p *Pool, tg Target) error
+	}{
+		{"exec", func(ctx context.Context, p *Pool, tg Target) error {
+			out, err := run(ctx, p, tg, "echo ok")
+			if err == nil && out != "ok\n" {
+				err = fmt.Errorf("output %q", out)
+			}
+			return err
+		}},
+		{"shared sftp", func(ctx context.Context, p *Pool, tg Target) error {
+			s, err := p.SFTP(ctx, tg)
+			if err != nil {
+				return err
+			}
+			_, err = s.Getwd()
+			s.Done(err)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := sshtest.New(t, sshtest.Options{})
+			p, _ := newPool(t, Config{OpenTimeout: 500 * time.Millisecond, KeepaliveInterval: time.Hour, SFTPIdlePerConn: -1})
+			tg := target(t, srv, "frozen", srv.Signer)
+			if _, err := run(t.Context(), p, tg, "true"); err != nil { // a pooled connection, idle now
+				t.Fatal(err)
+			}
+			pids := srv.ConnectionPIDs()
+			if len(pids) != 1 {
+				t.Fatalf("sshd connection processes: %v, want one", pids)
+			}
+			srv.StopConnection(pids[0])
+			t.Cleanup(func() { srv.KillConnection(pids[0]) })
+			done := make(chan error, 1)
+			go func() { done <- tc.open(t.Context(), p, tg) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("open after the connection froze: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the open still waits on the frozen connection after 20 s")
+			}
+			if st := p.Stats(); st.Conns != 1 {
+				t.Fatalf("connections after the retry: %+v, want the fresh one only", st)
+			}
+		})
 	}
 }
