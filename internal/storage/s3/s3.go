@@ -161,10 +161,10 @@ func (b *Backend) Stat(ctx context.Context, p string) (*storage.Entry, error) {
 	if p == "/" {
 		return &storage.Entry{Path: "/", Name: "/", Type: storage.TypeDir}, nil
 	}
-	out, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(p))})
+	out, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(p)), ChecksumMode: types.ChecksumModeEnabled})
 	if err == nil {
 		return &storage.Entry{Path: p, Name: path.Base(p), Type: storage.TypeFile, Size: aws.ToInt64(out.ContentLength),
-			ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag)}, nil
+			ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag), Checksum: aws.ToString(out.ChecksumSHA256)}, nil
 	}
 	if err = b.classify("stat", p, err); !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "bucket") {
 		return nil, err
@@ -281,10 +281,10 @@ func (b *Backend) Create(ctx context.Context, p string, opts storage.UploadOptio
 	} else if !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "bucket") {
 		return nil, err
 	}
-	return &upload{b: b, p: p, key: b.key(p), opts: opts, parts: map[int]types.CompletedPart{}}, nil
+	return &upload{b: b, p: p, key: b.key(p), opts: opts, parts: map[int]part{}}, nil
 }
 
-// upload is a multipart upload, started at the first part.
+// upload is a multipart upload, started at the first part (or at ID).
 type upload struct {
 	b    *Backend
 	p    string
@@ -293,8 +293,14 @@ type upload struct {
 
 	mu    sync.Mutex
 	id    string // the multipart upload id; "" until the first part
-	parts map[int]types.CompletedPart
+	parts map[int]part
 	done  bool
+}
+
+// part is a finished part: what CompleteMultipartUpload needs and what Parts reports.
+type part struct {
+	cp types.CompletedPart
+	sp storage.Part
 }
 
 // start creates the multipart upload once.
@@ -316,9 +322,25 @@ func (u *upload) start(ctx context.Context) (string, error) {
 	return u.id, nil
 }
 
-// WritePart implements storage.Upload: the part is read into memory and sent with its SHA-256,
-// which the server checks.
-func (u *upload) WritePart(ctx context.Context, n int, _ int64, r io.Reader, size int64, sum []byte) error {
+// ID implements storage.Upload: the multipart upload id, created now if needed.
+func (u *upload) ID(ctx context.Context) (string, error) { return u.start(ctx) }
+
+// Parts implements storage.Upload.
+func (u *upload) Parts() []storage.Part {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]storage.Part, 0, len(u.parts))
+	for _, p := range u.parts {
+		out = append(out, p.sp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
+	return out
+}
+
+// WritePart implements storage.Upload: the part is sent with its SHA-256, which the server
+// checks. A body that is an io.ReadSeeker (a *bytes.Reader of the caller's buffer) is sent as
+// it is; any other is read into memory first (SigV4 over plain HTTP needs a seekable body).
+func (u *upload) WritePart(ctx context.Context, n int, off int64, r io.Reader, size int64, sum []byte) error {
 	if n < 1 || n > maxParts {
 		return fmt.Errorf("upload %s: part number %d out of 1..%d", u.p, n, maxParts)
 	}
@@ -329,28 +351,36 @@ func (u *upload) WritePart(ctx context.Context, n int, _ int64, r io.Reader, siz
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return fmt.Errorf("upload %s: part %d: %w", u.p, n, err)
-	}
-	if sum == nil {
-		s := sha256.Sum256(buf)
-		sum = s[:]
+	body, ok := r.(io.ReadSeeker)
+	if !ok || sum == nil {
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("upload %s: part %d: %w", u.p, n, err)
+		}
+		if sum == nil {
+			s := sha256.Sum256(buf)
+			sum = s[:]
+		}
+		body = bytes.NewReader(buf)
 	}
 	enc := base64.StdEncoding.EncodeToString(sum)
 	out, err := u.b.c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &u.b.bucket, Key: &u.key, UploadId: &id,
-		PartNumber: aws.Int32(int32(n)), Body: bytes.NewReader(buf), ContentLength: aws.Int64(size),
+		PartNumber: aws.Int32(int32(n)), Body: body, ContentLength: aws.Int64(size),
 		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &enc})
 	if err != nil {
 		return u.b.classify(fmt.Sprintf("upload part %d of", n), u.p, err)
 	}
 	u.mu.Lock()
-	u.parts[n] = types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.ETag, ChecksumSHA256: out.ChecksumSHA256}
+	u.parts[n] = part{
+		cp: types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.ETag, ChecksumSHA256: out.ChecksumSHA256},
+		sp: storage.Part{Number: n, Offset: off, Size: size, ETag: aws.ToString(out.ETag), SHA256: slices.Clone(sum)},
+	}
 	u.mu.Unlock()
 	return nil
 }
 
-// Commit implements storage.Upload. A failed Commit aborts the upload.
+// Commit implements storage.Upload. A failed Commit aborts the upload. The entry's Checksum is
+// the composite SHA-256 the server computed from the parts' sums.
 func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
 	id, err := u.start(ctx) // an empty file is one empty part
 	if err != nil {
@@ -373,7 +403,7 @@ func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
 			_ = u.Abort(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("upload %s: part %d is missing (%d parts written)", u.p, i, len(u.parts))
 		}
-		parts = append(parts, cp)
+		parts = append(parts, cp.cp)
 	}
 	u.mu.Unlock()
 	in := &s3.CompleteMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key, UploadId: &id,
@@ -381,14 +411,22 @@ func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
 	if !u.opts.Overwrite {
 		in.IfNoneMatch = aws.String("*")
 	}
-	if _, err := u.b.c.CompleteMultipartUpload(ctx, in); err != nil {
+	out, err := u.b.c.CompleteMultipartUpload(ctx, in)
+	if err != nil {
 		_ = u.Abort(context.WithoutCancel(ctx))
 		return nil, u.b.classify("commit", u.p, err)
 	}
 	u.mu.Lock()
 	u.done = true
 	u.mu.Unlock()
-	return u.b.Stat(ctx, u.p)
+	e, err := u.b.Stat(ctx, u.p)
+	if err != nil {
+		return nil, err
+	}
+	if c := aws.ToString(out.ChecksumSHA256); c != "" {
+		e.Checksum = c
+	}
+	return e, nil
 }
 
 // Abort implements storage.Upload.
@@ -405,6 +443,37 @@ func (u *upload) Abort(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// Resume implements storage.Backend: the parts the server lists (ListParts, page by page) that
+// match a known part's number, size and SHA-256 are kept; the others will be written again.
+func (b *Backend) Resume(ctx context.Context, p, id string, known []storage.Part, opts storage.UploadOptions) (storage.Upload, error) {
+	p = path.Clean("/" + p)
+	if id == "" {
+		return nil, fmt.Errorf("resume %s: no upload id: %w", p, fs.ErrNotExist)
+	}
+	u := &upload{b: b, p: p, key: b.key(p), opts: opts, id: id, parts: map[int]part{}}
+	want := make(map[int]storage.Part, len(known))
+	for _, k := range known {
+		want[k.Number] = k
+	}
+	pages := s3.NewListPartsPaginator(b.c, &s3.ListPartsInput{Bucket: &b.bucket, Key: &u.key, UploadId: &id})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, b.classify("resume", p, err)
+		}
+		for _, lp := range out.Parts {
+			n := int(aws.ToInt32(lp.PartNumber))
+			k, ok := want[n]
+			if !ok || k.Size != aws.ToInt64(lp.Size) || base64.StdEncoding.EncodeToString(k.SHA256) != aws.ToString(lp.ChecksumSHA256) {
+				continue
+			}
+			k.ETag = aws.ToString(lp.ETag)
+			u.parts[n] = part{cp: types.CompletedPart{PartNumber: lp.PartNumber, ETag: lp.ETag, ChecksumSHA256: lp.ChecksumSHA256}, sp: k}
+		}
+	}
+	return u, nil
 }
 
 // Remove implements storage.Backend: a file is one DeleteObject; a directory's keys are deleted
@@ -545,7 +614,8 @@ func (b *Backend) Copy(ctx context.Context, from, to string, overwrite bool) err
 			return b.classify("copy", from, err)
 		}
 		u.mu.Lock()
-		u.parts[n] = types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.CopyPartResult.ETag, ChecksumSHA256: out.CopyPartResult.ChecksumSHA256}
+		u.parts[n] = part{cp: types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.CopyPartResult.ETag, ChecksumSHA256: out.CopyPartResult.ChecksumSHA256},
+			sp: storage.Part{Number: n, Offset: off, Size: end - off + 1, ETag: aws.ToString(out.CopyPartResult.ETag)}}
 		u.mu.Unlock()
 	}
 	_, err = u.Commit(ctx)
