@@ -630,3 +630,6 @@ func escapeKey(k string) string {
 	}
 	return strings.Join(segs, "/")
 }
+
+// Bucket is the backend's bucket.
+func (b *Backend) Bucket() string { return b.bucket }
