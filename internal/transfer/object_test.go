@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -215,6 +216,7 @@ func newPartProxy(t testing.TB, upstream string) *partProxy {
 	}
 	p := &partProxy{puts: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0) // a killed server is expected
 	rp.ModifyResponse = func(res *http.Response) error {
 		req := res.Request
 		n := req.URL.Query().Get("partNumber")

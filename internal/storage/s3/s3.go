@@ -38,6 +38,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -366,7 +367,11 @@ func (u *upload) WritePart(ctx context.Context, n int, off int64, r io.Reader, s
 	enc := base64.StdEncoding.EncodeToString(sum)
 	out, err := u.b.c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &u.b.bucket, Key: &u.key, UploadId: &id,
 		PartNumber: aws.Int32(int32(n)), Body: body, ContentLength: aws.Int64(size),
-		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &enc})
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &enc},
+		// The signed x-amz-checksum-sha256 header already binds the body: hashing it again for
+		// the signature would cost a second pass, and the server would then refuse a
+		// corrupted part for the signature (XAmzContentSHA256Mismatch) instead of its checksum.
+		s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware))
 	if err != nil {
 		return u.b.classify(fmt.Sprintf("upload part %d of", n), u.p, err)
 	}

@@ -1,0 +1,168 @@
+package transfer
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/s3test"
+	"github.com/sshapi/sshapi/internal/sshtest"
+	"github.com/sshapi/sshapi/internal/storage"
+	s3store "github.com/sshapi/sshapi/internal/storage/s3"
+)
+
+const faultPart = 5 << 20
+
+// objectFault is an SFTP→S3 transfer of one file of parts × faultPart bytes (plus a short last
+// part) from a source behind a link of rate bytes/s, with the bucket reached through a
+// partProxy.
+type objectFault struct {
+	h     *harness
+	srv   *s3test.Server
+	proxy *partProxy
+	b     *s3store.Backend
+	want  string
+	size  int64
+	tr    *Transfer
+}
+
+func startObjectFault(t *testing.T, parts int, rate int64, corrupt string) *objectFault {
+	t.Helper()
+	f := &objectFault{h: newHarness(t, testConfig()), srv: s3test.New(t)}
+	a := sshtest.New(t, sshtest.Options{})
+	addr := ""
+	if rate > 0 {
+		addr = slowProxy(t, a, rate)
+	}
+	f.h.sys.add("alice", "a", a, addr)
+	f.proxy = newPartProxy(t, f.srv.Endpoint)
+	f.proxy.corrupt = corrupt
+	f.b = bucket(t, f.srv, f.proxy.URL)
+	f.h.sys.addStorage("alice", "s", f.b)
+	dir := a.MkTemp(t)
+	f.size = int64(parts)*faultPart + 4321
+	f.want = randomFile(t, filepath.Join(dir, "big.bin"), f.size, 5)
+	owned(t, a, filepath.Join(dir, "big.bin"))
+	f.tr = f.h.submit("alice", Request{Source: Endpoint{System: "a", Path: filepath.Join(dir, "big.bin")},
+		Destination: Endpoint{System: "s", Path: "/big.bin"}, ChunkSize: faultPart, Streams: 2})
+	return f
+}
+
+// succeeded waits for the transfer to succeed and checks the object.
+func (f *objectFault) succeeded(t *testing.T) *Transfer {
+	t.Helper()
+	tr := f.h.wait("alice", f.tr.ID, 2*time.Minute, nil)
+	if tr.Status != StatusSucceeded {
+		t.Fatalf("status %s: %s", tr.Status, tr.Error)
+	}
+	if got := objectSHA(t, f.b, "/big.bin"); got != f.want {
+		t.Fatalf("object sha256 %s, want %s", got, f.want)
+	}
+	items, err := f.h.eng.Items(t.Context(), "alice", tr.ID, -1, 0, "")
+	if err != nil || len(items) != 1 || items[0].SHA256 != f.want {
+		t.Fatalf("items %+v %v", items, err)
+	}
+	if n := multipartUploads(t, f.b, f.b.Bucket()); n != 0 {
+		t.Fatalf("%d incomplete multipart uploads left", n)
+	}
+	return tr
+}
+
+// TestObjectCorruptPartResent: one byte of one part is flipped on the way to the server, which
+// refuses the part (its SHA-256 does not match); the part is sent again and the object is right.
+func TestObjectCorruptPartResent(t *testing.T) {
+	f := startObjectFault(t, 3, 0, "2")
+	f.succeeded(t)
+	f.proxy.mu.Lock()
+	defer f.proxy.mu.Unlock()
+	if f.proxy.corrupted != 1 || len(f.proxy.refused) != 1 || f.proxy.refused[0] != "BadDigest" {
+		t.Fatalf("corrupted %d uploads, server answered %v; want one refused with BadDigest", f.proxy.corrupted, f.proxy.refused)
+	}
+	for n := 1; n <= 4; n++ {
+		if c := f.proxy.puts[strconv.Itoa(n)]; c != 1 {
+			t.Fatalf("part %d accepted %d times, want once", n, c)
+		}
+	}
+}
+
+// TestObjectServerKilled: the object server dies mid-transfer; the transfer shows retrying with
+// the error, and finishes verified once the server is back (same port and directory).
+func TestObjectServerKilled(t *testing.T) {
+	f := startObjectFault(t, 8, 16<<20, "")
+	f.h.wait("alice", f.tr.ID, time.Minute, func(tr *Transfer) bool { return tr.BytesDone >= faultPart })
+	f.srv.Kill()
+	got := f.h.wait("alice", f.tr.ID, time.Minute, func(tr *Transfer) bool { return tr.Status == StatusRetrying })
+	if got.Error == "" || got.NextAttemptAt == nil {
+		t.Fatalf("retrying transfer without an error: %+v", got)
+	}
+	t.Logf("while the server is down: %s", got.Error)
+	if err := f.srv.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	tr := f.succeeded(t)
+	if tr.Retries < 1 {
+		t.Fatalf("retries %d", tr.Retries)
+	}
+}
+
+// TestObjectEngineRestart: the engine stops mid-transfer and a new one resumes it from the
+// database: the parts recorded as finished are not sent again, the upload is the same.
+func TestObjectEngineRestart(t *testing.T) {
+	f := startObjectFault(t, 8, 16<<20, "")
+	f.h.wait("alice", f.tr.ID, time.Minute, func(tr *Transfer) bool { return tr.BytesDone >= 2*faultPart })
+	f.h.stop()
+	db, err := OpenSQLite(t.Context(), f.h.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups, err := db.UploadsList(t.Context(), &TransferGetParams{ID: f.tr.ID})
+	db.Close()
+	if err != nil || len(ups) != 1 {
+		t.Fatalf("uploads recorded at the stop: %+v %v", ups, err)
+	}
+	var recorded []storage.Part
+	var uploadID string
+	for _, u := range ups {
+		recorded, uploadID = u.Parts, u.UploadID
+	}
+	if len(recorded) < 2 || uploadID == "" {
+		t.Fatalf("%d parts recorded at the stop (upload %q), want at least 2", len(recorded), uploadID)
+	}
+	f.h.start()
+	f.succeeded(t)
+	total := 0
+	for n := 1; n <= 9; n++ {
+		total += f.proxy.count(strconv.Itoa(n))
+	}
+	for _, p := range recorded {
+		if c := f.proxy.count(strconv.Itoa(p.Number)); c != 1 {
+			t.Fatalf("part %d, finished before the stop, was uploaded %d times", p.Number, c)
+		}
+	}
+	if total > 9+2 { // at most one part in flight per stream is sent again
+		t.Fatalf("%d part uploads for 9 parts", total)
+	}
+	t.Logf("%d parts recorded at the stop; %d part uploads in all for 9 parts", len(recorded), total)
+}
+
+// TestObjectCancelAborts: a canceled transfer leaves no incomplete multipart upload and no
+// object.
+func TestObjectCancelAborts(t *testing.T) {
+	f := startObjectFault(t, 8, 16<<20, "")
+	f.h.wait("alice", f.tr.ID, time.Minute, func(tr *Transfer) bool { return tr.BytesDone >= faultPart })
+	if n := multipartUploads(t, f.b, f.b.Bucket()); n != 1 {
+		t.Fatalf("%d multipart uploads in flight, want 1", n)
+	}
+	got, err := f.h.eng.Cancel(t.Context(), "alice", f.tr.ID)
+	if err != nil || got.Status != StatusCanceled {
+		t.Fatalf("cancel: %+v %v", got, err)
+	}
+	if n := multipartUploads(t, f.b, f.b.Bucket()); n != 0 {
+		t.Fatalf("%d incomplete multipart uploads left after cancel", n)
+	}
+	if _, err := f.b.Stat(context.Background(), "/big.bin"); err == nil {
+		t.Fatal("the object exists after cancel")
+	}
+}
