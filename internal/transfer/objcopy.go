@@ -135,10 +135,32 @@ func (r *run) objectFile(ctx context.Context, i int, it *Item) error {
 		r.e.log.Warn("transfer: saved hash state unusable; re-reading the file", "id", r.t.ID, "file", it.Source, "err", err)
 		oh, _ = newOrderedHash(0, nil)
 	}
+	// The source's own sum (sha256sum over SSH) runs on the server while the parts move.
+	sctx, stopSum := context.WithCancel(ctx)
+	srcSum := make(chan sumResult, 1)
+	go func() {
+		var res sumResult
+		if r.t.Verify == VerifySHA256 {
+			res.sum, res.err = r.objectSum(sctx, o.src, it.Source)
+		}
+		srcSum <- res
+	}()
+	defer func() { stopSum(); <-srcSum }()
 	if err := r.objectParts(ctx, i, it, rec, up, oh); err != nil {
 		return err
 	}
-	return r.objectFinish(ctx, i, it, rec, up, oh.sum())
+	res := <-srcSum
+	srcSum <- res // for the deferred wait
+	if res.err != nil {
+		return res.err
+	}
+	return r.objectFinish(ctx, i, it, rec, up, oh.sum(), res.sum)
+}
+
+// sumResult is a checksum computed on a server.
+type sumResult struct {
+	sum string
+	err error
 }
 
 // objectParts sends the parts of it that upload up does not have, several at once, and hashes
@@ -276,10 +298,11 @@ func (r *run) writePart(ctx context.Context, up storage.Upload, p storage.Part, 
 }
 
 // objectFinish checks a file whose parts are all sent (the source unchanged and, with sha256
-// verification, its SHA-256 equal to the bytes sent), commits the upload, checks the server's
+// verification, its SHA-256 srcSum equal to the bytes sent), commits the upload, checks the server's
 // composite checksum against the parts sent (and an SFTP destination's sha256sum), and marks
 // the item done with its SHA-256.
-func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadRecord, up storage.Upload, sum string) error {
+// srcSum is the source's SHA-256 as its server knows it ("" when it keeps none).
+func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadRecord, up storage.Upload, sum, srcSum string) error {
 	o := r.obj
 	sb, db := o.src.backend(i), o.dst.backend(i)
 	se, err := sb.Stat(ctx, it.Source)
@@ -293,11 +316,7 @@ func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadReco
 		return fmt.Errorf("%s: %w; the file starts again", it.Source, errSourceChanged)
 	}
 	if r.t.Verify == VerifySHA256 {
-		want, err := r.objectSum(ctx, o.src, it.Source)
-		if err != nil {
-			return err
-		}
-		if want != "" && want != sum {
+		if want := srcSum; want != "" && want != sum {
 			if err := r.resetObject(ctx, db, it, rec); err != nil {
 				return err
 			}

@@ -1,9 +1,12 @@
 package transfer
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/sshapi/sshapi/internal/sshtest"
 	"github.com/sshapi/sshapi/internal/storage"
 	s3store "github.com/sshapi/sshapi/internal/storage/s3"
+	"github.com/sshapi/sshapi/internal/wanem"
 )
 
 const faultPart = 5 << 20
@@ -164,5 +168,77 @@ func TestObjectCancelAborts(t *testing.T) {
 	}
 	if _, err := f.b.Stat(context.Background(), "/big.bin"); err == nil {
 		t.Fatal("the object exists after cancel")
+	}
+}
+
+// putObject uploads local file src to p of b in parts of faultPart bytes.
+func putObject(t *testing.T, b storage.Backend, p, src string) {
+	t.Helper()
+	content, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := b.Create(t.Context(), p, storage.UploadOptions{Size: int64(len(content)), Overwrite: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, off := 1, 0; off < len(content); n, off = n+1, off+faultPart {
+		part := content[off:min(off+faultPart, len(content))]
+		if err := up.WritePart(t.Context(), n, int64(off), bytes.NewReader(part), int64(len(part)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := up.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestObjectSourceOverwritten: another principal overwrites the source object while it is
+// read; the change is noticed (its ETag) and the file starts again, so the destination is the
+// new version whole, never a mix of both.
+func TestObjectSourceOverwritten(t *testing.T) {
+	h := newHarness(t, testConfig())
+	d := sshtest.New(t, sshtest.Options{})
+	srv := s3test.New(t)
+	p, err := wanem.New(wanem.Config{Upstream: strings.TrimPrefix(srv.Endpoint, "http://"), Rate: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop() })
+	direct := bucket(t, srv, "")
+	slow, err := s3store.New(s3store.Config{Endpoint: "http://" + p.Addr().String(), Bucket: direct.Bucket(), PathStyle: true,
+		AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sys.addStorage("alice", "s", slow)
+	h.sys.add("alice", "d", d, "")
+	local := t.TempDir()
+	randomFile(t, filepath.Join(local, "v1"), 8*faultPart, 1)
+	v2 := randomFile(t, filepath.Join(local, "v2"), 8*faultPart, 2)
+	putObject(t, direct, "/obj", filepath.Join(local, "v1"))
+	dstDir := d.MkTemp(t)
+	tr := h.submit("alice", Request{Source: Endpoint{System: "s", Path: "/obj"}, Destination: Endpoint{System: "d", Path: filepath.Join(dstDir, "obj")},
+		ChunkSize: faultPart, Streams: 2})
+	h.wait("alice", tr.ID, time.Minute, func(tr *Transfer) bool { return tr.BytesDone >= faultPart })
+	putObject(t, direct, "/obj", filepath.Join(local, "v2"))
+	tr = h.wait("alice", tr.ID, 2*time.Minute, nil)
+	if tr.Status != StatusSucceeded {
+		t.Fatalf("status %s: %s", tr.Status, tr.Error)
+	}
+	if got := fileSHA(t, filepath.Join(dstDir, "obj")); got != v2 {
+		t.Fatalf("destination sha256 %s, want the new version's %s", got, v2)
+	}
+	if items, _ := h.eng.Items(t.Context(), "alice", tr.ID, -1, 0, ""); items[0].SHA256 != v2 {
+		t.Fatalf("item %+v", items[0])
+	}
+	if tr.BytesRead <= tr.BytesTotal {
+		t.Fatalf("read %d bytes for %d: the file did not start again", tr.BytesRead, tr.BytesTotal)
+	}
+	if left := temps(t, dstDir); len(left) > 0 {
+		t.Fatalf("temporary files left: %v", left)
 	}
 }

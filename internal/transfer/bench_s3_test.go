@@ -1,0 +1,77 @@
+package transfer
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/s3test"
+	"github.com/sshapi/sshapi/internal/sshtest"
+)
+
+// BenchmarkTransferS3 moves 256 MiB from an sshd to versitygw (SFTP→S3) and back (S3→SFTP) on
+// loopback, beside BenchmarkTransfer1GiB's SFTP→SFTP cases, with sha256 verification (the
+// source's sha256sum, the in-order hash, the composite checksum, the destination's sha256sum)
+// and without. Each iteration is one transfer (run with -benchtime 1x):
+//
+//	go test -run '^$' -bench TransferS3 -benchtime 1x -timeout 30m ./internal/transfer/
+//
+// MiB/s is submit-to-succeeded.
+func BenchmarkTransferS3(b *testing.B) {
+	const size = 256 << 20
+	a := sshtest.New(b, sshtest.Options{})
+	srv := s3test.New(b)
+	bk := bucket(b, srv, "")
+	dir := a.MkTemp(b)
+	src := filepath.Join(dir, "big.bin")
+	want := randomFile(b, src, size, 9)
+	syscall.Sync()
+	cases := []struct {
+		name    string
+		toS3    bool
+		streams int
+		verify  Verify
+	}{
+		{"sftp-to-s3", true, 0, ""},
+		{"sftp-to-s3-8-streams", true, 8, ""},
+		{"sftp-to-s3-verify=none", true, 0, VerifyNone},
+		{"s3-to-sftp", false, 0, ""},
+		{"s3-to-sftp-verify=none", false, 0, VerifyNone},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				h := newHarness(b, Config{PollInterval: 50 * time.Millisecond})
+				h.sys.add("u", "a", a, "")
+				h.sys.addStorage("u", "s", bk)
+				req := Request{Source: Endpoint{System: "a", Path: src}, Destination: Endpoint{System: "s", Path: "/big.bin"},
+					Streams: c.streams, Verify: c.verify}
+				dst := filepath.Join(dir, "back.bin")
+				if !c.toS3 {
+					_ = os.Remove(dst)
+					req.Source, req.Destination = Endpoint{System: "s", Path: "/big.bin"}, Endpoint{System: "a", Path: dst}
+				}
+				start := time.Now()
+				tr := h.submit("u", req)
+				tr = h.wait("u", tr.ID, 10*time.Minute, nil)
+				el := time.Since(start)
+				if tr.Status != StatusSucceeded {
+					b.Fatalf("transfer %s: %s", tr.Status, tr.Error)
+				}
+				b.ReportMetric(float64(size)/(1<<20)/el.Seconds(), "MiB/s")
+				b.ReportMetric(float64(tr.Streams), "streams")
+				got := ""
+				if c.toS3 {
+					got = objectSHA(b, bk, "/big.bin")
+				} else {
+					got = fileSHA(b, dst)
+				}
+				if got != want {
+					b.Fatalf("destination sha256 %s, want %s", got, want)
+				}
+			}
+		})
+	}
+}
