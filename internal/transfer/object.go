@@ -53,6 +53,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 
@@ -76,6 +77,9 @@ type objectRun struct {
 
 	mu      sync.Mutex
 	uploads map[int64]*UploadRecord
+	// broken is set when a file failed for a lost connection: the next round reopens the
+	// SFTP ends' channels.
+	broken atomic.Bool
 }
 
 // isObject reports whether the run goes through storage backends.
@@ -248,6 +252,24 @@ func (r *run) setupObject(ctx context.Context) error {
 	return nil
 }
 
+// reopenObject replaces the SFTP channels of an object run's SSH ends after a lost connection.
+func (r *run) reopenObject(ctx context.Context) error {
+	o := r.obj
+	for _, ep := range []**endpoint{&o.src, &o.dst} {
+		if !(*ep).sftp() {
+			continue
+		}
+		(*ep).close()
+		fresh, err := r.e.openEndpoint(ctx, (*ep).sys, o.streams)
+		if err != nil {
+			(*ep).backends, (*ep).fss = nil, nil
+			return fmt.Errorf("reopen SFTP channels: %w", err)
+		}
+		*ep = fresh
+	}
+	return nil
+}
+
 // closeObject releases an object run's SFTP channels.
 func (r *run) closeObject() {
 	if r.obj == nil {
@@ -261,6 +283,13 @@ func (r *run) closeObject() {
 // object storage cannot hold), then the files, several at once.
 func (r *run) objectRound(ctx context.Context, pending []*Item) error {
 	o := r.obj
+	if o.broken.Swap(false) {
+		if err := r.reopenObject(ctx); err != nil {
+			r.setLastErr(err)
+			o.broken.Store(true)
+			return nil // the next round tries again after the backoff
+		}
+	}
 	var dirs, links, fls []*Item
 	for _, it := range pending {
 		switch it.Kind {
@@ -316,6 +345,9 @@ func (r *run) objectRound(ctx context.Context, pending []*Item) error {
 			mu.Unlock()
 			return
 		case err != nil:
+			if isConnErr(err) {
+				o.broken.Store(true)
+			}
 			r.itemFailed(ctx, it, err)
 		}
 		if err := r.save(ctx, []*Item{it}); err != nil {
@@ -377,8 +409,21 @@ func (r *run) cleanupObject(ctx context.Context) {
 		recs = append(recs, u)
 	}
 	o.mu.Unlock()
+	if len(recs) == 0 {
+		return
+	}
+	dst := o.dst
+	if len(dst.backends) == 0 { // its channels were lost and not reopened
+		ep, err := r.e.openEndpoint(ctx, o.dst.sys, 1)
+		if err != nil {
+			r.e.log.Warn("transfer: aborting uploads; the reaper will retry", "id", r.t.ID, "err", err)
+			return
+		}
+		defer ep.close()
+		dst = ep
+	}
 	for _, u := range recs {
-		if err := r.e.abortUpload(ctx, o.dst.backend(0), r.t.ID, u.Seq, u.Dst, u.UploadID); err != nil {
+		if err := r.e.abortUpload(ctx, dst.backend(0), r.t.ID, u.Seq, u.Dst, u.UploadID); err != nil {
 			r.e.log.Warn("transfer: aborting an upload", "id", r.t.ID, "file", u.Dst, "err", err)
 		}
 	}

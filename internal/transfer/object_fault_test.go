@@ -24,6 +24,7 @@ const faultPart = 5 << 20
 // partProxy.
 type objectFault struct {
 	h     *harness
+	a     *sshtest.Server
 	srv   *s3test.Server
 	proxy *partProxy
 	b     *s3store.Backend
@@ -36,6 +37,7 @@ func startObjectFault(t *testing.T, parts int, rate int64, corrupt string) *obje
 	t.Helper()
 	f := &objectFault{h: newHarness(t, testConfig()), srv: s3test.New(t)}
 	a := sshtest.New(t, sshtest.Options{})
+	f.a = a
 	addr := ""
 	if rate > 0 {
 		addr = slowProxy(t, a, rate)
@@ -240,5 +242,25 @@ func TestObjectSourceOverwritten(t *testing.T) {
 	}
 	if left := temps(t, dstDir); len(left) > 0 {
 		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+// TestObjectSSHDRestart: the SFTP source's sshd dies mid-transfer (every connection with it)
+// and comes back; the run reopens its channels and finishes verified, without resending the
+// parts the bucket already has.
+func TestObjectSSHDRestart(t *testing.T) {
+	f := startObjectFault(t, 8, 16<<20, "")
+	f.h.wait("alice", f.tr.ID, time.Minute, func(tr *Transfer) bool { return tr.BytesDone >= 2*faultPart })
+	f.a.Kill()
+	if err := f.a.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.succeeded(t)
+	total := 0
+	for n := 1; n <= 9; n++ {
+		total += f.proxy.count(strconv.Itoa(n))
+	}
+	if total > 9+2 {
+		t.Fatalf("%d part uploads for 9 parts", total)
 	}
 }
