@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/sshapi/sshapi/internal/s3test"
 	"github.com/sshapi/sshapi/internal/sshtest"
 	"github.com/sshapi/sshapi/internal/storage"
@@ -262,5 +265,48 @@ func TestObjectSSHDRestart(t *testing.T) {
 	}
 	if total > 9+2 {
 		t.Fatalf("%d part uploads for 9 parts", total)
+	}
+}
+
+// TestObjectReaperAbortsLeftUpload: a transfer canceled while the object server is down cannot
+// abort its multipart upload; the upload stays recorded and the engine's reaper aborts it once
+// the server is back. A multipart upload the engine did not start is left alone.
+func TestObjectReaperAbortsLeftUpload(t *testing.T) {
+	f := startObjectFault(t, 8, 16<<20, "")
+	theirs, err := f.b.Create(t.Context(), "/theirs.bin", storage.UploadOptions{Size: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := theirs.ID(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.h.wait("alice", f.tr.ID, time.Minute, func(tr *Transfer) bool { return tr.BytesDone >= faultPart })
+	f.srv.Kill()
+	if got, err := f.h.eng.Cancel(t.Context(), "alice", f.tr.ID); err != nil || got.Status != StatusCanceled {
+		t.Fatalf("cancel: %+v %v", got, err)
+	}
+	ups, err := f.h.eng.db.uploads(t.Context(), f.tr.ID)
+	if err != nil || len(ups) != 1 {
+		t.Fatalf("uploads recorded after a cancel with the server down: %+v %v", ups, err)
+	}
+	if err := f.srv.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for multipartUploads(t, f.b, f.b.Bucket()) != 1 { // only theirs
+		if time.Now().After(deadline) {
+			t.Fatalf("the reaper left %d multipart uploads", multipartUploads(t, f.b, f.b.Bucket()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ups, err := f.h.eng.db.uploads(t.Context(), f.tr.ID); err != nil || len(ups) != 0 {
+		t.Fatalf("uploads recorded after the reaper: %+v %v", ups, err)
+	}
+	out, err := f.b.Client().ListMultipartUploads(t.Context(), &awss3.ListMultipartUploadsInput{Bucket: aws.String(f.b.Bucket())})
+	if err != nil || len(out.Uploads) != 1 || aws.ToString(out.Uploads[0].Key) != "theirs.bin" {
+		t.Fatalf("multipart uploads left: %+v %v; want only the user's own", out, err)
+	}
+	if err := theirs.Abort(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
