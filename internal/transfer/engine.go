@@ -142,7 +142,8 @@ type Config struct {
 	// ObjectBufferBytes bounds the memory of the parts that transfers with an object-storage
 	// end hold while they send them (256 MiB): each of the Workers runs gets an equal share,
 	// so parts in flight × part size stays within it (a part larger than the share, of a
-	// file too big for 10,000 parts of the chunk size, goes alone).
+	// file too big for 10,000 parts of the chunk size, goes alone). An SFTP destination's
+	// backend copies a part once more while it writes it.
 	ObjectBufferBytes int64 `yaml:"object_buffer_bytes" env:"OBJECT_BUFFER_BYTES"`
 	// UploadMaxAge is how old an unfinished upload (S3 multipart upload, SFTP temporary file)
 	// of a transfer without a live runner may get before the reaper aborts it (24h); uploads of
@@ -496,12 +497,20 @@ func (e *Engine) Items(ctx context.Context, owner, id string, after int64, limit
 	if err != nil {
 		return nil, err
 	}
+	ups, err := e.db.uploads(ctx, id) // files of an object transfer in flight: ranges are parts
+	if err != nil {
+		return nil, err
+	}
 	for i := range items {
 		it := &items[i]
 		if it.Kind != KindFile {
 			continue
 		}
 		it.Ranges = rangesOf(it.Size, t.ChunkSize)
+		if u := ups[it.Seq]; u != nil && u.PartSize > 0 && it.Status == ItemPending {
+			it.Ranges, it.RangesDone = rangesOf(it.Size, u.PartSize), len(u.Parts)
+			continue
+		}
 		switch {
 		case it.Status == ItemDone:
 			it.RangesDone = it.Ranges

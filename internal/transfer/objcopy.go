@@ -168,7 +168,6 @@ type sumResult struct {
 // prefix).
 func (r *run) objectParts(ctx context.Context, i int, it *Item, rec *UploadRecord, up storage.Upload, oh *orderedHash) error {
 	o := r.obj
-	sb := o.src.backend(i)
 	ps := rec.PartSize
 	n := int((it.Size + ps - 1) / ps)
 	done := map[int]storage.Part{}
@@ -194,6 +193,13 @@ dispatch:
 		if isDone && off+size <= start {
 			continue // sent and hashed before
 		}
+		if err := r.recheck(fctx); err != nil { // access revoked: stop before the next part
+			fail(err)
+			break
+		}
+		// Parts are read over the source's channels in turn (an SFTP channel moves at most
+		// its 2 MiB window per round trip); the destination upload is one.
+		sb := o.src.backend(i + k)
 		select {
 		case o.parts <- struct{}{}:
 		case <-fctx.Done():
@@ -207,6 +213,8 @@ dispatch:
 		var rel sync.Once
 		release := func() { rel.Do(func() { o.mem.Release(w); <-o.parts }) }
 		wg.Go(func() {
+			r.copying.Add(1) // the slow-run watch counts time spent moving parts
+			defer r.copying.Add(-1)
 			buf := make([]byte, size)
 			if err := r.readPart(fctx, sb, it.Source, off, buf); err != nil {
 				release()

@@ -181,6 +181,7 @@ func (r *run) setupObject(ctx context.Context) error {
 		return fmt.Errorf("destination: %w", err)
 	}
 	r.obj = o
+	o.track(r)
 	if o.srcPath, err = objectPath(ctx, o.src, r.t.Source.Path); err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
@@ -259,7 +260,7 @@ func (r *run) reopenObject(ctx context.Context) error {
 		if !(*ep).sftp() {
 			continue
 		}
-		(*ep).close()
+		r.closeEndpoint(*ep)
 		fresh, err := r.e.openEndpoint(ctx, (*ep).sys, o.streams)
 		if err != nil {
 			(*ep).backends, (*ep).fss = nil, nil
@@ -267,7 +268,26 @@ func (r *run) reopenObject(ctx context.Context) error {
 		}
 		*ep = fresh
 	}
+	o.track(r)
 	return nil
+}
+
+// closeEndpoint takes ep's channels from the slow-run watch and closes them.
+func (r *run) closeEndpoint(ep *endpoint) {
+	for _, l := range ep.leases {
+		r.trackLease(l, false)
+	}
+	ep.close()
+}
+
+// track hands the run's SFTP channels to the slow-run watch, which aborts them when the run is
+// too slow (see checkRate).
+func (o *objectRun) track(r *run) {
+	for _, ep := range []*endpoint{o.src, o.dst} {
+		for _, l := range ep.leases {
+			r.trackLease(l, true)
+		}
+	}
 }
 
 // closeObject releases an object run's SFTP channels.
@@ -275,8 +295,8 @@ func (r *run) closeObject() {
 	if r.obj == nil {
 		return
 	}
-	r.obj.src.close()
-	r.obj.dst.close()
+	r.closeEndpoint(r.obj.src)
+	r.closeEndpoint(r.obj.dst)
 }
 
 // objectRound tries every pending item of an object run once: directories, links (which
