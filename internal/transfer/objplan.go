@@ -57,7 +57,7 @@ func (r *run) planObject(ctx context.Context) ([]Item, error) {
 		if same && confine.Within(src, dst) {
 			return nil, permanent(fmt.Errorf("destination %s is inside the source %s", dst, src))
 		}
-		return walkBackend(ctx, sb, src, dst, planLimits{items: r.e.cfg.MaxPlanItems, pathBytes: r.e.cfg.MaxPlanPathBytes})
+		return walkBackend(ctx, sb, src, dst, planLimits{items: r.e.cfg.MaxPlanItems, pathBytes: r.e.cfg.MaxPlanPathBytes}, listPage)
 	}
 	return nil, permanent(fmt.Errorf("source %s is not a regular file or directory", src))
 }
@@ -67,10 +67,10 @@ func objectFileItem(seq int64, src, dst string, e *storage.Entry) Item {
 		mtime: e.ModTime.Unix(), mode: uint32(e.Mode.Perm())}
 }
 
-// walkBackend lists the tree under srcRoot breadth first, page by page, as items under dstRoot;
-// a directory comes before its contents. Listings report links as links and never follow them,
-// and a bucket has none, so the walk cannot leave srcRoot.
-func walkBackend(ctx context.Context, b storage.Backend, srcRoot, dstRoot string, lim planLimits) ([]Item, error) {
+// walkBackend lists the tree under srcRoot breadth first, pageSize entries at a time, as items
+// under dstRoot; a directory comes before its contents. Listings report links as links and
+// never follow them, and a bucket has none, so the walk cannot leave srcRoot.
+func walkBackend(ctx context.Context, b storage.Backend, srcRoot, dstRoot string, lim planLimits, pageSize int) ([]Item, error) {
 	items := []Item{{Seq: 0, Kind: KindDir, Source: srcRoot, Destination: dstRoot, Status: ItemPending}}
 	pathBytes := int64(len(srcRoot) + len(dstRoot))
 	for next := 0; next < len(items); next++ {
@@ -82,7 +82,7 @@ func walkBackend(ctx context.Context, b storage.Backend, srcRoot, dstRoot string
 			if err := ctx.Err(); err != nil {
 				return nil, context.Cause(ctx)
 			}
-			page, err := b.List(ctx, dir, cursor, listPage)
+			page, err := b.List(ctx, dir, cursor, pageSize)
 			if err != nil {
 				return nil, fmt.Errorf("list %s: %w", dir, err)
 			}
