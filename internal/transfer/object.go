@@ -126,11 +126,25 @@ func (e *Engine) openEndpoint(ctx context.Context, sys System, n int) (*endpoint
 			return nil, fmt.Errorf("open SFTP channel: %w", err)
 		}
 		ep.leases = append(ep.leases, l)
-		fsys := files.New(l.Client, command.Exec{Pool: e.pool, Target: sys.Target}, files.Options{RootDir: sys.RootDir, Within: sys.Within})
+	}
+	ep.refresh(e.pool)
+	return ep, nil
+}
+
+// refresh builds the SFTP end's files.FS and backends afresh on its channels. A files.FS
+// remembers the directories its confinement resolved; under a shared end's guard (System.Hold)
+// others may restructure the tree between two holds, so each hold starts with fresh ones, as
+// the SFTP path's roots Forget.
+func (ep *endpoint) refresh(pool Pool) {
+	if !ep.sftp() {
+		return
+	}
+	ep.fss, ep.backends = ep.fss[:0], ep.backends[:0]
+	for _, l := range ep.leases {
+		fsys := files.New(l.Client, command.Exec{Pool: pool, Target: ep.sys.Target}, files.Options{RootDir: ep.sys.RootDir, Within: ep.sys.Within})
 		ep.fss = append(ep.fss, fsys)
 		ep.backends = append(ep.backends, sftpstore.New(fsys, "/"))
 	}
-	return ep, nil
 }
 
 // objectPath is p as end ep's backends name it: an SFTP path resolved (home, root_dir, grant),
@@ -309,6 +323,9 @@ func (r *run) objectRound(ctx context.Context, pending []*Item) error {
 			o.broken.Store(true)
 			return nil // the next round tries again after the backoff
 		}
+	} else if r.src.Hold != nil || r.dst.Hold != nil {
+		o.src.refresh(r.e.pool)
+		o.dst.refresh(r.e.pool)
 	}
 	var dirs, links, fls []*Item
 	for _, it := range pending {
