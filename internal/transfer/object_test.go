@@ -279,3 +279,68 @@ func (f *flipper) Read(b []byte) (int, error) {
 	f.pos += int64(n)
 	return n, err
 }
+
+// TestObjectConfinement: an SFTP end of an object transfer is confined to the system's root
+// directory like any other (a path outside fails the transfer at once), and a symlink in the
+// source tree is neither followed nor copied (object storage has none): its item fails, naming
+// why, while the files beside it arrive.
+func TestObjectConfinement(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := sshtest.New(t, sshtest.Options{})
+	srv := s3test.New(t)
+	s := bucket(t, srv, "")
+	dir := a.MkTemp(t)
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(filepath.Join(root, "tree"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	randomFile(t, filepath.Join(dir, "outside.bin"), 100, 1)
+	want := randomFile(t, filepath.Join(root, "tree", "in.bin"), 100, 2)
+	if err := os.Symlink(dir, filepath.Join(root, "tree", "escape")); err != nil {
+		t.Fatal(err)
+	}
+	_ = filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		owned(t, a, p)
+		return err
+	})
+	h.sys.add("alice", "a", a, "")
+	h.sys.mu.Lock()
+	sys := h.sys.m["alice/a"]
+	sys.RootDir = root
+	h.sys.m["alice/a"] = sys
+	h.sys.mu.Unlock()
+	h.sys.addStorage("alice", "s", s)
+
+	for _, tc := range []struct{ name, path string }{
+		{"absolute", filepath.Join(dir, "outside.bin")},
+		{"dotdot", filepath.Join(root, "..", "outside.bin")},
+		{"through the link", filepath.Join(root, "tree", "escape", "outside.bin")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: tc.path}, Destination: Endpoint{System: "s", Path: "/x"}})
+			tr = h.wait("alice", tr.ID, time.Minute, nil)
+			if tr.Status != StatusFailed || tr.Retries != 0 {
+				t.Fatalf("transfer from outside the root: %s (retries %d) %s", tr.Status, tr.Retries, tr.Error)
+			}
+			if _, err := s.Stat(t.Context(), "/x"); err == nil {
+				t.Fatal("a file from outside the root was copied")
+			}
+		})
+	}
+	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: filepath.Join(root, "tree")}, Destination: Endpoint{System: "s", Path: "/t"},
+		Recursive: true})
+	tr = h.wait("alice", tr.ID, time.Minute, nil)
+	if tr.Status != StatusSucceeded || tr.FilesDone != 1 {
+		t.Fatalf("tree with a link: %+v", tr)
+	}
+	if got := objectSHA(t, s, "/t/in.bin"); got != want {
+		t.Fatalf("in.bin: %s", got)
+	}
+	if _, err := s.Stat(t.Context(), "/t/escape/outside.bin"); err == nil {
+		t.Fatal("the walk followed the link out of the root")
+	}
+	items, _ := h.eng.Items(t.Context(), "alice", tr.ID, -1, 0, ItemFailed)
+	if len(items) != 1 || items[0].Kind != KindSymlink || !strings.Contains(items[0].Error, "symlinks") {
+		t.Fatalf("failed items %+v", items)
+	}
+}
