@@ -12,9 +12,10 @@ import (
 )
 
 // BenchmarkTransferS3 moves 256 MiB from an sshd to versitygw (SFTP→S3) and back (S3→SFTP) on
-// loopback, beside BenchmarkTransfer1GiB's SFTP→SFTP cases, with sha256 verification (the
-// source's sha256sum, the in-order hash, the composite checksum, the destination's sha256sum)
-// and without. Each iteration is one transfer (run with -benchtime 1x):
+// loopback, with sha256 verification (the source's sha256sum, the in-order hash, the composite
+// checksum, the destination's sha256sum) and without, beside the same file SFTP→SFTP between
+// two names of the same sshd (the baseline of the same run). Each iteration is one transfer
+// (run with -benchtime 1x):
 //
 //	go test -run '^$' -bench TransferS3 -benchtime 1x -timeout 30m ./internal/transfer/
 //
@@ -27,29 +28,37 @@ func BenchmarkTransferS3(b *testing.B) {
 	dir := a.MkTemp(b)
 	src := filepath.Join(dir, "big.bin")
 	want := randomFile(b, src, size, 9)
+	putObject(b, bk, "/big.bin", src) // for the S3 sources, whichever cases run
 	syscall.Sync()
 	cases := []struct {
 		name    string
 		toS3    bool
 		streams int
 		verify  Verify
+		sftp    bool
 	}{
-		{"sftp-to-s3", true, 0, ""},
-		{"sftp-to-s3-8-streams", true, 8, ""},
-		{"sftp-to-s3-verify=none", true, 0, VerifyNone},
-		{"s3-to-sftp", false, 0, ""},
-		{"s3-to-sftp-verify=none", false, 0, VerifyNone},
+		{"sftp-to-sftp-baseline", false, 4, "", true},
+		{"sftp-to-s3", true, 0, "", false},
+		{"sftp-to-s3-8-streams", true, 8, "", false},
+		{"sftp-to-s3-verify=none", true, 0, VerifyNone, false},
+		{"s3-to-sftp", false, 0, "", false},
+		{"s3-to-sftp-verify=none", false, 0, VerifyNone, false},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
 				h := newHarness(b, Config{PollInterval: 50 * time.Millisecond})
 				h.sys.add("u", "a", a, "")
+				h.sys.add("u", "a2", a, "")
 				h.sys.addStorage("u", "s", bk)
 				req := Request{Source: Endpoint{System: "a", Path: src}, Destination: Endpoint{System: "s", Path: "/big.bin"},
 					Streams: c.streams, Verify: c.verify}
 				dst := filepath.Join(dir, "back.bin")
-				if !c.toS3 {
+				switch {
+				case c.sftp:
+					_ = os.Remove(dst)
+					req.Destination = Endpoint{System: "a2", Path: dst}
+				case !c.toS3:
 					_ = os.Remove(dst)
 					req.Source, req.Destination = Endpoint{System: "s", Path: "/big.bin"}, Endpoint{System: "a", Path: dst}
 				}

@@ -177,7 +177,7 @@ func TestObjectCancelAborts(t *testing.T) {
 }
 
 // putObject uploads local file src to p of b in parts of faultPart bytes.
-func putObject(t *testing.T, b storage.Backend, p, src string) {
+func putObject(t testing.TB, b storage.Backend, p, src string) {
 	t.Helper()
 	content, err := os.ReadFile(src)
 	if err != nil {

@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -27,13 +28,17 @@ func (e *Engine) reapUploads(ctx context.Context) error {
 	return nil
 }
 
-// reapUpload aborts one stale upload through its transfer's destination.
+// reapUpload aborts one stale upload through its transfer's destination system. It resolves the
+// system without judging the path (as the cleanup of a canceled transfer does): it only aborts
+// what the engine itself started there.
 func (e *Engine) reapUpload(ctx context.Context, u StaleUpload) error {
-	t, err := e.db.get(ctx, "", u.TransferID)
-	if err != nil {
-		return err
+	dst, err := e.resolver.Resolve(ctx, u.Owner, u.DstSystem)
+	if errors.Is(err, ErrSystem) {
+		// The system is gone or has no credential: nothing can reach the upload any more (a
+		// bucket's lifecycle rule for incomplete uploads is the only cleaner left).
+		e.log.Warn("transfer reaper: the destination system is unusable; forgetting its upload", "id", u.TransferID, "file", u.Dst, "err", err)
+		return e.db.deleteUpload(ctx, u.TransferID, u.Seq)
 	}
-	dst, err := e.resolve(ctx, u.Owner, t.Destination, true)
 	if err != nil {
 		return fmt.Errorf("resolve destination: %w", err)
 	}
@@ -51,7 +56,7 @@ func (e *Engine) abortTransferUploads(ctx context.Context, t *Transfer) error {
 	if err != nil || len(ups) == 0 {
 		return err
 	}
-	dst, err := e.resolve(ctx, t.Owner, t.Destination, true)
+	dst, err := e.resolver.Resolve(ctx, t.Owner, t.Destination.System)
 	if err != nil {
 		return fmt.Errorf("resolve destination: %w", err)
 	}
