@@ -340,7 +340,25 @@ func (r *run) objectRound(ctx context.Context, pending []*Item) error {
 	}
 	if len(dirs) > 0 {
 		r.attempt(dirs)
+		// Without directories of its own (S3) a destination needs a marker only for a
+		// directory with nothing in it; the others exist as their keys' prefix.
+		markerOnly := !o.dst.backend(0).Capabilities().Can(storage.Directories)
+		var parents map[string]bool
+		if markerOnly {
+			parents = map[string]bool{}
+			r.mu.Lock()
+			for _, it := range r.items {
+				if it.Kind != KindSymlink { // links are not copied there
+					parents[path.Dir(it.Destination)] = true
+				}
+			}
+			r.mu.Unlock()
+		}
 		for _, it := range dirs { // in plan order: parents first
+			if markerOnly && parents[it.Destination] {
+				r.itemDone(it, "", false)
+				continue
+			}
 			if err := o.dst.backend(0).Mkdir(ctx, it.Destination, true); err != nil {
 				r.itemFailed(ctx, it, fmt.Errorf("create directory %s: %w", it.Destination, err))
 				continue
