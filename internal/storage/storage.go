@@ -173,7 +173,9 @@ type Part struct {
 
 // Upload is a write in progress at one path. Parts are numbered from 1 and laid out in number
 // order without gaps: part n starts where part n-1 ends. Each but the last must be at least
-// MinPartSize. WritePart may be called concurrently and a part may be written again (the last
+// MinPartSize. A small upload (UploadOptions.Size at most MinPartSize, written as one part) may
+// be kept by the backend and stored with one request at Commit, so that nothing is on the
+// server before; calling ID first makes it an ordinary resumable upload. WritePart may be called concurrently and a part may be written again (the last
 // write counts), which is how a resumed transfer redoes an unfinished part.
 type Upload interface {
 	// WritePart stores part n, the size bytes read from r that belong at offset off of the

@@ -112,6 +112,16 @@ func (r *run) objectFile(ctx context.Context, i int, it *Item) error {
 		if up, err = db.Create(ctx, it.Destination, opts); err != nil {
 			return err
 		}
+		caps := db.Capabilities()
+		if !o.dst.sftp() && caps.MinPartSize > 0 && it.Size <= caps.MinPartSize {
+			// A small object goes whole at Commit (see storage.Upload): nothing is on the
+			// server before, so there is nothing to record, resume or reap; a failed
+			// attempt only drops what the backend holds.
+			rec = &UploadRecord{Seq: it.Seq, Dst: it.Destination, SrcETag: version, PartSize: partSize(it.Size, r.t.ChunkSize, caps), transient: true}
+			defer func() { _ = up.Abort(context.WithoutCancel(ctx)) }() // after Commit a no-op
+		}
+	}
+	if rec == nil {
 		id, err := up.ID(ctx)
 		if err != nil {
 			_ = up.Abort(context.WithoutCancel(ctx))
@@ -246,6 +256,9 @@ dispatch:
 				it.BytesDone += size
 				r.mu.Unlock()
 			}
+			if rec.transient {
+				return
+			}
 			r.mu.Lock()
 			bd := it.BytesDone
 			r.mu.Unlock()
@@ -335,8 +348,10 @@ func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadReco
 	if err != nil {
 		return fmt.Errorf("commit %s: %w", it.Destination, err)
 	}
-	if err := r.forgetObject(ctx, it); err != nil {
-		return err
+	if !rec.transient {
+		if err := r.forgetObject(ctx, it); err != nil {
+			return err
+		}
 	}
 	var sums [][]byte
 	for _, p := range up.Parts() {
@@ -349,6 +364,8 @@ func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadReco
 	case strings.HasSuffix(e.Checksum, fmt.Sprintf("-%d", len(sums))) && e.Checksum != storage.CompositeSHA256(sums):
 		bad = fmt.Errorf("%w: %s: the server's composite checksum %s is not that of the parts sent (%s)", errMismatch,
 			it.Destination, e.Checksum, storage.CompositeSHA256(sums))
+	case e.Checksum != "" && !strings.Contains(e.Checksum, "-") && e.Checksum != b64hex(sum):
+		bad = fmt.Errorf("%w: %s: the server's sha256 %s is not that of the bytes sent (%s)", errMismatch, it.Destination, e.Checksum, b64hex(sum))
 	case r.t.Verify == VerifySHA256 && o.dst.sftp():
 		d, err := o.dst.fss[i%len(o.dst.fss)].Checksum(ctx, it.Destination, "sha256")
 		if err != nil {
@@ -394,6 +411,10 @@ func (r *run) objectSum(ctx context.Context, ep *endpoint, p string) (string, er
 
 // resetObject aborts the recorded upload of it and forgets its parts: the file starts again.
 func (r *run) resetObject(ctx context.Context, b storage.Backend, it *Item, rec *UploadRecord) error {
+	if rec.transient { // nothing on the server; the deferred Abort drops what the backend holds
+		r.resetBytes(it)
+		return nil
+	}
 	if err := r.e.abortUpload(context.WithoutCancel(ctx), b, r.t.ID, it.Seq, rec.Dst, rec.UploadID); err != nil {
 		r.e.log.Warn("transfer: aborting an upload", "id", r.t.ID, "file", rec.Dst, "err", err)
 		if err := r.forgetObject(ctx, it); err != nil {
@@ -424,4 +445,13 @@ func (r *run) forgetObject(ctx context.Context, it *Item) error {
 	it.staged = false
 	r.mu.Unlock()
 	return dbe(r.e.db.deleteUpload(context.WithoutCancel(ctx), r.t.ID, it.Seq))
+}
+
+// b64hex is a hex digest in base64, as S3 reports checksums.
+func b64hex(h string) string {
+	raw, err := hex.DecodeString(h)
+	if err != nil {
+		return h
+	}
+	return base64.StdEncoding.EncodeToString(raw)
 }

@@ -15,8 +15,11 @@ package transfer
 // read from the source with ranged reads (ranged GETs, SFTP ReadAt), several in flight, each
 // held in one buffer while it is sent with its SHA-256 (the S3 server refuses a part whose bytes
 // changed on the way with BadDigest; the part is sent again). Memory is bounded: a run holds at
-// most Config.ObjectBufferBytes/Workers bytes of parts at once, and at most its stream count of
-// parts, so all runs together stay within ObjectBufferBytes.
+// most Config.ObjectBufferBytes/Workers bytes of parts at once, and at most max(streams,
+// Config.SmallFileConcurrency) parts, so all runs together stay within ObjectBufferBytes. A
+// small object (at most the backend's MinPartSize) is sent whole with one request at Commit
+// (storage.Upload), checked by the server against its SHA-256, which it then keeps: there is
+// nothing on the server before Commit, so nothing to record or reap.
 //
 // The whole file's SHA-256 is computed in order as parts finish (orderedHash): a part that
 // finishes before the ones ahead of it keeps its buffer until they are hashed. The upload id,
@@ -207,7 +210,9 @@ func (r *run) setupObject(ctx context.Context) error {
 	}
 	o.share = max(r.e.cfg.ObjectBufferBytes/int64(r.e.cfg.Workers), 1)
 	o.mem = semaphore.NewWeighted(o.share)
-	o.parts = make(chan struct{}, n)
+	// Small files go SmallFileConcurrency at once, each one part; a large file's parts are
+	// bounded by the memory share first.
+	o.parts = make(chan struct{}, max(n, r.e.cfg.SmallFileConcurrency))
 	if !r.t.planned {
 		items, err := r.planObject(ctx)
 		if err != nil {
@@ -388,7 +393,7 @@ func (r *run) objectRound(ctx context.Context, pending []*Item) error {
 	r.attempt(fls)
 	var dbErr error
 	var mu sync.Mutex
-	forEach(fls, o.streams, func(i int, it *Item) {
+	forEach(fls, cap(o.parts), func(i int, it *Item) {
 		if ctx.Err() != nil {
 			return
 		}

@@ -238,6 +238,8 @@ type UploadRecord struct {
 	HashState []byte
 	// Parts are the finished parts in number order.
 	Parts []storage.Part
+
+	transient bool // not stored: a small object the backend sends whole at Commit
 }
 
 // UploadSaveParams records the upload of item Seq.

@@ -296,6 +296,9 @@ type upload struct {
 	id    string // the multipart upload id; "" until the first part
 	parts map[int]part
 	done  bool
+	// whole holds the object of an upload whose first part is all of it (its Size) and that
+	// has no multipart upload id: Commit stores it with one PutObject.
+	whole []byte
 }
 
 // part is a finished part: what CompleteMultipartUpload needs and what Parts reports.
@@ -323,8 +326,24 @@ func (u *upload) start(ctx context.Context) (string, error) {
 	return u.id, nil
 }
 
-// ID implements storage.Upload: the multipart upload id, created now if needed.
-func (u *upload) ID(ctx context.Context) (string, error) { return u.start(ctx) }
+// ID implements storage.Upload: the multipart upload id, created now if needed (a small
+// upload held whole becomes a multipart upload of that one part, so that it can be resumed).
+func (u *upload) ID(ctx context.Context) (string, error) {
+	id, err := u.start(ctx)
+	if err != nil {
+		return "", err
+	}
+	u.mu.Lock()
+	whole := u.whole
+	u.whole = nil
+	u.mu.Unlock()
+	if whole != nil {
+		if err := u.WritePart(ctx, 1, 0, bytes.NewReader(whole), int64(len(whole)), nil); err != nil {
+			return "", err
+		}
+	}
+	return id, nil
+}
 
 // Parts implements storage.Upload.
 func (u *upload) Parts() []storage.Part {
@@ -347,6 +366,14 @@ func (u *upload) WritePart(ctx context.Context, n int, off int64, r io.Reader, s
 	}
 	if size > maxPart {
 		return fmt.Errorf("upload %s: part %d of %d bytes exceeds %d", u.p, n, size, int64(maxPart))
+	}
+	if n == 1 && off == 0 && size == u.opts.Size && size <= minPart {
+		u.mu.Lock()
+		single := u.id == ""
+		u.mu.Unlock()
+		if single {
+			return u.holdWhole(r, size, sum)
+		}
 	}
 	id, err := u.start(ctx)
 	if err != nil {
@@ -384,9 +411,68 @@ func (u *upload) WritePart(ctx context.Context, n int, off int64, r io.Reader, s
 	return nil
 }
 
+// holdWhole keeps the one part of a small upload (the whole object, up to the minimum part
+// size) for Commit's single PutObject, checked against sum now as the server would: nothing is
+// sent, so nothing is left on the server if the upload is dropped.
+func (u *upload) holdWhole(r io.Reader, size int64, sum []byte) error {
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return fmt.Errorf("upload %s: part 1: %w", u.p, err)
+	}
+	s := sha256.Sum256(buf)
+	if sum != nil && !bytes.Equal(s[:], sum) {
+		return fmt.Errorf("upload %s: part 1 does not match its sha256 (BadDigest)", u.p)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done {
+		return fmt.Errorf("upload %s: already committed or aborted", u.p)
+	}
+	u.whole = buf
+	u.parts[1] = part{sp: storage.Part{Number: 1, Size: size, SHA256: s[:]}}
+	return nil
+}
+
+// commitWhole stores a small upload with one PutObject carrying its SHA-256 (which the server
+// checks and keeps as the object's FULL_OBJECT checksum).
+func (u *upload) commitWhole(ctx context.Context, body []byte) (*storage.Entry, error) {
+	s := sha256.Sum256(body)
+	enc := base64.StdEncoding.EncodeToString(s[:])
+	in := &s3.PutObjectInput{Bucket: &u.b.bucket, Key: &u.key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &enc}
+	if !u.opts.Overwrite {
+		in.IfNoneMatch = aws.String("*")
+	}
+	out, err := u.b.c.PutObject(ctx, in, s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware))
+	u.mu.Lock()
+	u.done, u.whole = true, nil
+	u.mu.Unlock()
+	if err != nil {
+		return nil, u.b.classify("commit", u.p, err)
+	}
+	e, err := u.b.Stat(ctx, u.p)
+	if err != nil {
+		return nil, err
+	}
+	if c := aws.ToString(out.ChecksumSHA256); c != "" {
+		e.Checksum = c
+	}
+	return e, nil
+}
+
 // Commit implements storage.Upload. A failed Commit aborts the upload. The entry's Checksum is
-// the composite SHA-256 the server computed from the parts' sums.
+// the composite SHA-256 the server computed from the parts' sums, or the object's own SHA-256
+// for a small upload stored whole.
 func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
+	u.mu.Lock()
+	whole, id0, done := u.whole, u.id, u.done
+	u.mu.Unlock()
+	if !done && id0 == "" && (whole != nil || (len(u.Parts()) == 0 && u.opts.Size <= 0)) {
+		if whole == nil {
+			whole = []byte{}
+		}
+		return u.commitWhole(ctx, whole) // a small object, or an empty one, in one request
+	}
 	id, err := u.start(ctx) // an empty file is one empty part
 	if err != nil {
 		return nil, err
@@ -438,7 +524,7 @@ func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
 func (u *upload) Abort(ctx context.Context) error {
 	u.mu.Lock()
 	id, done := u.id, u.done
-	u.done = true
+	u.done, u.whole = true, nil
 	u.mu.Unlock()
 	if id == "" || done {
 		return nil
