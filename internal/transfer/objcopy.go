@@ -194,6 +194,7 @@ func (r *run) objectParts(ctx context.Context, i int, it *Item, rec *UploadRecor
 		oh.abort()
 	}
 	var wg sync.WaitGroup
+	mine := make(chan struct{}, o.streams)
 	start := oh.offset()
 dispatch:
 	for k := 1; k <= n; k++ {
@@ -210,18 +211,25 @@ dispatch:
 		// Parts are read over the source's channels in turn (an SFTP channel moves at most
 		// its 2 MiB window per round trip); the destination upload is one.
 		sb := o.src.backend(i + k)
-		select {
+		select { // the file's parts in flight: its streams
+		case mine <- struct{}{}:
+		case <-fctx.Done():
+			break dispatch
+		}
+		select { // the run's
 		case o.parts <- struct{}{}:
 		case <-fctx.Done():
+			<-mine
 			break dispatch
 		}
 		w := min(size, o.share)
 		if err := o.mem.Acquire(fctx, w); err != nil {
 			<-o.parts
+			<-mine
 			break
 		}
 		var rel sync.Once
-		release := func() { rel.Do(func() { o.mem.Release(w); <-o.parts }) }
+		release := func() { rel.Do(func() { o.mem.Release(w); <-o.parts; <-mine }) }
 		wg.Go(func() {
 			r.copying.Add(1) // the slow-run watch counts time spent moving parts
 			defer r.copying.Add(-1)

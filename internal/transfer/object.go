@@ -15,8 +15,9 @@ package transfer
 // read from the source with ranged reads (ranged GETs, SFTP ReadAt), several in flight, each
 // held in one buffer while it is sent with its SHA-256 (the S3 server refuses a part whose bytes
 // changed on the way with BadDigest; the part is sent again). Memory is bounded: a run holds at
-// most Config.ObjectBufferBytes/Workers bytes of parts at once, and at most max(streams,
-// Config.SmallFileConcurrency) parts, so all runs together stay within ObjectBufferBytes. A
+// most Config.ObjectBufferBytes/Workers bytes of parts at once, at most max(streams,
+// Config.SmallFileConcurrency) parts, and at most its stream count of one file's parts, so all
+// runs together stay within ObjectBufferBytes. A
 // small object (at most the backend's MinPartSize) is sent whole with one request at Commit
 // (storage.Upload), checked by the server against its SHA-256, which it then keeps: there is
 // nothing on the server before Commit, so nothing to record or reap.
