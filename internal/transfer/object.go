@@ -394,6 +394,16 @@ func (r *run) objectRound(ctx context.Context, pending []*Item) error {
 	r.attempt(fls)
 	var dbErr error
 	var mu sync.Mutex
+	var unsaved []*Item // saved BatchFiles at a time: one transaction, not one per small file
+	flush := func() {
+		if len(unsaved) == 0 {
+			return
+		}
+		if err := r.save(ctx, unsaved); err != nil {
+			dbErr = err
+		}
+		unsaved = nil
+	}
 	forEach(fls, cap(o.parts), func(i int, it *Item) {
 		if ctx.Err() != nil {
 			return
@@ -411,12 +421,13 @@ func (r *run) objectRound(ctx context.Context, pending []*Item) error {
 			}
 			r.itemFailed(ctx, it, err)
 		}
-		if err := r.save(ctx, []*Item{it}); err != nil {
-			mu.Lock()
-			dbErr = err
-			mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		if unsaved = append(unsaved, it); len(unsaved) >= r.e.cfg.BatchFiles || it.Size > r.t.ChunkSize {
+			flush()
 		}
 	})
+	flush()
 	return dbErr
 }
 
