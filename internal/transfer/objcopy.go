@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 
@@ -82,7 +83,10 @@ func (r *run) objectFile(ctx context.Context, i int, it *Item) error {
 	opts := storage.UploadOptions{Size: it.Size, Overwrite: true, Parents: true}
 	var up storage.Upload
 	if rec != nil {
-		up, err = db.Resume(ctx, it.Destination, rec.UploadID, rec.Parts, opts)
+		o.mu.Lock()
+		known := slices.Clone(rec.Parts)
+		o.mu.Unlock()
+		up, err = db.Resume(ctx, it.Destination, rec.UploadID, known, opts)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			r.e.log.Info("transfer: upload gone; restarting the file", "id", r.t.ID, "file", it.Destination)
@@ -95,7 +99,7 @@ func (r *run) objectFile(ctx context.Context, i int, it *Item) error {
 		default:
 			confirmed := up.Parts()
 			var lost int64
-			for _, p := range rec.Parts {
+			for _, p := range known {
 				lost += p.Size
 			}
 			for _, p := range confirmed {
@@ -104,8 +108,13 @@ func (r *run) objectFile(ctx context.Context, i int, it *Item) error {
 			if lost != 0 {
 				r.e.log.Info("transfer: parts not confirmed by the server are sent again", "id", r.t.ID, "file", it.Destination, "bytes", lost)
 				r.bytesDone.Add(-lost)
+				r.mu.Lock()
+				it.BytesDone -= lost
+				r.mu.Unlock()
 			}
+			o.mu.Lock()
 			rec.Parts = confirmed
+			o.mu.Unlock()
 		}
 	}
 	if rec == nil {
@@ -140,7 +149,10 @@ func (r *run) objectFile(ctx context.Context, i int, it *Item) error {
 		it.staged, it.BytesDone = true, 0
 		r.mu.Unlock()
 	}
-	oh, err := newOrderedHash(rec.HashOff, rec.HashState)
+	o.mu.Lock()
+	hashOff, hashState := rec.HashOff, rec.HashState
+	o.mu.Unlock()
+	oh, err := newOrderedHash(hashOff, hashState)
 	if err != nil {
 		r.e.log.Warn("transfer: saved hash state unusable; re-reading the file", "id", r.t.ID, "file", it.Source, "err", err)
 		oh, _ = newOrderedHash(0, nil)
@@ -254,6 +266,15 @@ dispatch:
 				return
 			}
 			hoff, state := oh.add(off, buf, release)
+			// The record in memory follows, so that a later round of this run resumes from it.
+			o.mu.Lock()
+			if !isDone {
+				rec.Parts = append(rec.Parts, part)
+			}
+			if state != nil && hoff > rec.HashOff {
+				rec.HashOff, rec.HashState = hoff, state
+			}
+			o.mu.Unlock()
 			if isDone && state == nil {
 				return
 			}

@@ -114,6 +114,16 @@ func TestObjectServerKilled(t *testing.T) {
 	if tr.Retries < 1 {
 		t.Fatalf("retries %d", tr.Retries)
 	}
+	total := 0
+	for n := 1; n <= 9; n++ {
+		total += f.proxy.count(strconv.Itoa(n))
+	}
+	if total > 9+2*2 { // the parts in flight when it died (two streams), perhaps twice
+		t.Fatalf("%d part uploads for 9 parts: finished parts were sent again", total)
+	}
+	if tr.BytesDone != f.size {
+		t.Fatalf("bytes done %d, want %d", tr.BytesDone, f.size)
+	}
 }
 
 // TestObjectEngineRestart: the engine stops mid-transfer and a new one resumes it from the
