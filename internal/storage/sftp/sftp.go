@@ -173,12 +173,6 @@ func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
 	return u.b.entry(e), nil
 }
 
-// FS is the files.FS the backend works on (for checksums on the server).
-func (b *Backend) FS() *files.FS { return b.fs }
-
-// Remote is the remote path of backend path p.
-func (b *Backend) Remote(p string) string { return b.remote(p) }
-
 // Remove implements storage.Backend.
 func (b *Backend) Remove(ctx context.Context, p string, recursive bool) error {
 	return b.fs.Remove(ctx, b.remote(p), recursive)
