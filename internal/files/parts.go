@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
+	"strings"
 	"sync"
 
 	"github.com/pkg/sftp"
@@ -66,6 +68,56 @@ func (f *FS) CreateParts(ctx context.Context, p string, overwrite, parents bool)
 		return nil, err
 	}
 	return &PartUpload{f: f, abs: abs, tmp: tmp, file: file, mode: mode, overwrite: overwrite, parts: map[int][2]int64{}}, nil
+}
+
+// ResumeParts reopens the temporary file tmpName (a PartUpload's TempName) of an upload to file
+// p, for an upload that outlived its process. The file must still be there, a regular file
+// under a temporary name in p's directory; it is opened without O_CREATE, never followed if it
+// became a link (Lstat first). It returns the upload, with no parts known (Adopt declares the
+// parts the caller confirmed), and the temporary file's size.
+func (f *FS) ResumeParts(ctx context.Context, p, tmpName string, overwrite bool) (*PartUpload, int64, error) {
+	const op = "upload"
+	abs, err := f.resolve(ctx, op, p, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	if abs == "/" || !IsTempName(tmpName) || strings.ContainsRune(tmpName, '/') {
+		return nil, 0, newErr(op, abs, fs.ErrNotExist, fmt.Errorf("no upload %q", tmpName))
+	}
+	tmp := path.Join(path.Dir(abs), tmpName)
+	fi, err := f.c.Lstat(tmp)
+	if err != nil {
+		return nil, 0, f.dirAwareErr(op, tmp, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, 0, newErr(op, tmp, fs.ErrNotExist, errors.New("the temporary file is not a regular file"))
+	}
+	mode := DefaultFileMode
+	if dfi, ok, err := f.exists(abs); err != nil {
+		return nil, 0, f.dirAwareErr(op, abs, err)
+	} else if ok && dfi.IsDir() {
+		return nil, 0, newErr(op, abs, ErrIsDir, nil)
+	} else if ok && !overwrite {
+		return nil, 0, newErr(op, abs, fs.ErrExist, nil)
+	} else if ok && dfi.Mode().IsRegular() {
+		mode = dfi.Mode().Perm()
+	}
+	file, err := f.c.OpenFile(tmp, os.O_WRONLY)
+	if err != nil {
+		return nil, 0, f.writeErr(op, abs, err)
+	}
+	return &PartUpload{f: f, abs: abs, tmp: tmp, file: file, mode: mode, overwrite: overwrite, parts: map[int][2]int64{}}, fi.Size(), nil
+}
+
+// TempName is the base name of the temporary file, which ResumeParts takes to reopen it.
+func (u *PartUpload) TempName() string { return path.Base(u.tmp) }
+
+// Adopt declares part n (size bytes at off) as written, for a resumed upload whose caller
+// confirmed it.
+func (u *PartUpload) Adopt(n int, off, size int64) {
+	u.mu.Lock()
+	u.parts[n] = [2]int64{off, size}
+	u.mu.Unlock()
 }
 
 // Path is the destination's absolute path.

@@ -37,6 +37,7 @@ type Server struct {
 	// Dir is the posix backend's top directory: each bucket is a directory in it.
 	Dir string
 
+	addr string
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *bytes.Buffer
@@ -67,20 +68,46 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	s := &Server{Endpoint: "http://" + addr, AccessKeyID: "AK" + randomHex(8), SecretAccessKey: randomHex(20), Dir: dir,
-		done: make(chan struct{}), log: &bytes.Buffer{}}
-	s.cmd = exec.Command(bin, "--port", addr, "--quiet", "posix", dir)
+		addr: addr, log: &bytes.Buffer{}}
+	if err := s.run(ctx, bin); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// run starts the server process on s.addr and waits until it answers.
+func (s *Server) run(ctx context.Context, bin string) error {
+	s.done = make(chan struct{})
+	s.cmd = exec.Command(bin, "--port", s.addr, "--quiet", "posix", s.Dir)
 	// The credential goes by environment, not argv, where any local user could read it.
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.AccessKeyID, "ROOT_SECRET_ACCESS_KEY="+s.SecretAccessKey)
 	s.cmd.Stdout, s.cmd.Stderr = s, s
 	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start versitygw: %w", err)
+		return fmt.Errorf("start versitygw: %w", err)
 	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	if err := s.waitReady(ctx, addr); err != nil {
+	done := s.done
+	cmd := s.cmd
+	go func() { _ = cmd.Wait(); close(done) }()
+	if err := s.waitReady(ctx, s.addr); err != nil {
 		s.Stop()
-		return nil, err
+		return err
 	}
-	return s, nil
+	return nil
+}
+
+// Restart starts the server again after Stop or Kill, on the same port, directory and
+// credential: what it stored (objects, incomplete multipart uploads) is there again.
+func (s *Server) Restart(ctx context.Context) error {
+	select {
+	case <-s.done:
+	default:
+		return errors.New("s3test: restart of a running server")
+	}
+	bin, err := Binary()
+	if err != nil {
+		return err
+	}
+	return s.run(ctx, bin)
 }
 
 // Write collects the server's output (for failure messages).
@@ -121,6 +148,11 @@ func (s *Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
@@ -130,8 +162,13 @@ func (s *Server) Stop() {
 	}
 }
 
-// Kill ends the server abruptly (SIGKILL), as a crash would.
+// Kill ends the server abruptly (SIGKILL), as a crash would; Restart brings it back.
 func (s *Server) Kill() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
 	_ = s.cmd.Process.Kill()
 	<-s.done
 }

@@ -17,15 +17,26 @@
 // temporary file, no incomplete multipart upload). That is what lets a transfer move large files
 // as striped parts into either kind of storage and resume by part.
 //
+// An Upload outlives the process that started it: its ID, kept by the caller (a transfer keeps
+// it in its database with the parts it saw finish), lets Resume reopen it after a crash or a
+// restart of either side. Resume confirms the caller's record against what the server holds
+// (S3: ListParts, a part kept only with the same size and checksum; SFTP: the temporary file
+// survives and covers the part), so a part is never trusted only because the caller says so,
+// and Abort of the resumed upload removes it, which is how leftovers of a crashed instance are
+// reaped.
+//
 // Every backend passes the contract suite in package storage/storagetest against a real server.
 package storage
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -123,6 +134,10 @@ type Entry struct {
 	Mode os.FileMode
 	// ETag identifies a file's content version where the backend has one.
 	ETag string
+	// Checksum is the server's own SHA-256 of the content where it keeps one, base64 as S3
+	// gives it: the whole object's, or for a multipart object the COMPOSITE value
+	// base64(sha256(part sums))+"-N" (see CompositeSHA256). Empty when the server keeps none.
+	Checksum string
 }
 
 // Page is one page of a directory's entries, in the backend's order (names ascending for both
@@ -144,9 +159,23 @@ type UploadOptions struct {
 	Parents bool
 }
 
+// Part is one finished part of an Upload.
+type Part struct {
+	// Number is the part's number (from 1); Offset and Size place it in the file.
+	Number int
+	Offset int64
+	Size   int64
+	// ETag is the server's tag of the part (S3), empty where there is none.
+	ETag string
+	// SHA256 is the part's digest.
+	SHA256 []byte
+}
+
 // Upload is a write in progress at one path. Parts are numbered from 1 and laid out in number
 // order without gaps: part n starts where part n-1 ends. Each but the last must be at least
-// MinPartSize. WritePart may be called concurrently and a part may be written again (the last
+// MinPartSize. A small upload (UploadOptions.Size at most MinPartSize, written as one part) may
+// be kept by the backend and stored with one request at Commit, so that nothing is on the
+// server before; calling ID first makes it an ordinary resumable upload. WritePart may be called concurrently and a part may be written again (the last
 // write counts), which is how a resumed transfer redoes an unfinished part.
 type Upload interface {
 	// WritePart stores part n, the size bytes read from r that belong at offset off of the
@@ -158,6 +187,13 @@ type Upload interface {
 	Commit(ctx context.Context) (*Entry, error)
 	// Abort discards the parts; nothing of the upload is left.
 	Abort(ctx context.Context) error
+	// ID names the upload for Backend.Resume, starting it on the server if that has not
+	// happened yet (S3: CreateMultipartUpload), so that a caller can record it before the
+	// first part and reap it after a crash.
+	ID(ctx context.Context) (string, error)
+	// Parts lists the parts known finished, in number order: those written through this
+	// Upload and, after Resume, those the server confirmed.
+	Parts() []Part
 }
 
 // Backend is a place files live.
@@ -173,6 +209,11 @@ type Backend interface {
 	Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error)
 	// Create starts an Upload that will become file p.
 	Create(ctx context.Context, p string, opts UploadOptions) (Upload, error)
+	// Resume reopens the upload id (Upload.ID) to file p. known are the parts the caller saw
+	// finish; the backend keeps those it can confirm on the server (see the package
+	// documentation) and the returned Upload's Parts lists them. An upload that is gone
+	// (committed, aborted, expired, its temporary file removed) wraps fs.ErrNotExist.
+	Resume(ctx context.Context, p, id string, known []Part, opts UploadOptions) (Upload, error)
 	// Remove removes file p, or directory p (with everything below it when recursive; a
 	// non-empty directory without recursive is ErrNotEmpty).
 	Remove(ctx context.Context, p string, recursive bool) error
@@ -184,4 +225,14 @@ type Backend interface {
 	Rename(ctx context.Context, from, to string, overwrite bool) error
 	// Copy copies file from to to.
 	Copy(ctx context.Context, from, to string, overwrite bool) error
+}
+
+// CompositeSHA256 is the checksum S3 reports for a multipart object made of parts with the
+// given SHA-256 digests, in order: base64(sha256(sum1 || sum2 || ...)) followed by "-N".
+func CompositeSHA256(sums [][]byte) string {
+	h := sha256.New()
+	for _, s := range sums {
+		h.Write(s)
+	}
+	return base64.StdEncoding.EncodeToString(h.Sum(nil)) + "-" + strconv.Itoa(len(sums))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/sshapi/sshapi/internal/sshpool"
+	"github.com/sshapi/sshapi/internal/storage"
 )
 
 // Pool is what transfers need from the SSH connection pool: dedicated SFTP channels for data and
@@ -27,7 +28,11 @@ type Pool interface {
 
 // System is how to reach one of a user's systems.
 type System struct {
-	Target sshpool.Target
+	// Storage, when set, is the system's storage (an S3 bucket): the endpoint is reached
+	// through it and Target is unused. Nil for an SSH system. A transfer with either end's
+	// Storage set runs through the storage backends (see object.go).
+	Storage storage.Backend
+	Target  sshpool.Target
 	// RootDir, if set, confines the transfer's paths on this system.
 	RootDir string
 	// Within, if set, is a further root inside RootDir (the grant the caller acts under).
@@ -134,6 +139,16 @@ type Config struct {
 	// for the whole transfer.
 	SharedChunkItems int   `yaml:"shared_chunk_items" env:"SHARED_CHUNK_ITEMS"`
 	SharedChunkBytes int64 `yaml:"shared_chunk_bytes" env:"SHARED_CHUNK_BYTES"`
+	// ObjectBufferBytes bounds the memory of the parts that transfers with an object-storage
+	// end hold while they send them (256 MiB): each of the Workers runs gets an equal share,
+	// so parts in flight × part size stays within it (a part larger than the share, of a
+	// file too big for 10,000 parts of the chunk size, goes alone). An SFTP destination's
+	// backend copies a part once more while it writes it.
+	ObjectBufferBytes int64 `yaml:"object_buffer_bytes" env:"OBJECT_BUFFER_BYTES"`
+	// UploadMaxAge is how old an unfinished upload (S3 multipart upload, SFTP temporary file)
+	// of a transfer without a live runner may get before the reaper aborts it (24h); uploads of
+	// finished transfers are aborted at once. Only uploads the engine recorded are touched.
+	UploadMaxAge time.Duration `yaml:"upload_max_age" env:"UPLOAD_MAX_AGE"`
 }
 
 func (c *Config) setDefaults() {
@@ -184,6 +199,10 @@ func (c *Config) setDefaults() {
 	if c.SlowRetries == 0 {
 		c.SlowRetries = 2
 	}
+	if c.ObjectBufferBytes <= 0 {
+		c.ObjectBufferBytes = 256 << 20
+	}
+	defd(&c.UploadMaxAge, 24*time.Hour)
 }
 
 // BufferBytes is the most memory the engine's copy buffers may hold with this configuration:
@@ -354,7 +373,7 @@ func (e *Engine) reap(ctx context.Context) error {
 			e.log.Warn("canceled transfer whose runner stopped: removing temporary files failed", "id", id, "err", err)
 		}
 	}
-	return nil
+	return e.reapUploads(ctx)
 }
 
 func (e *Engine) insertOpts() *river.InsertOpts {
@@ -478,12 +497,20 @@ func (e *Engine) Items(ctx context.Context, owner, id string, after int64, limit
 	if err != nil {
 		return nil, err
 	}
+	ups, err := e.db.uploads(ctx, id) // files of an object transfer in flight: ranges are parts
+	if err != nil {
+		return nil, err
+	}
 	for i := range items {
 		it := &items[i]
 		if it.Kind != KindFile {
 			continue
 		}
 		it.Ranges = rangesOf(it.Size, t.ChunkSize)
+		if u := ups[it.Seq]; u != nil && u.PartSize > 0 && it.Status == ItemPending {
+			it.Ranges, it.RangesDone = rangesOf(it.Size, u.PartSize), len(u.Parts)
+			continue
+		}
 		switch {
 		case it.Status == ItemDone:
 			it.RangesDone = it.Ranges
@@ -531,8 +558,12 @@ func (e *Engine) Cancel(ctx context.Context, owner, id string) (*Transfer, error
 	return e.Get(ctx, owner, id)
 }
 
-// cleanupIdle removes the temporary files of a transfer no run is working on.
+// cleanupIdle removes the temporary files of a transfer no run is working on (and aborts its
+// uploads to object storage).
 func (e *Engine) cleanupIdle(ctx context.Context, t *Transfer) error {
+	if err := e.abortTransferUploads(ctx, t); err != nil {
+		return err
+	}
 	items, err := e.db.items(ctx, t.ID, -1, 0, ItemPending)
 	if err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river/riverdriver"
+
+	"github.com/sshapi/sshapi/internal/storage"
 )
 
 // Persistence is where transfers, their items and finished ranges live, next to River's job
@@ -75,6 +77,20 @@ type Persistence interface {
 	RangeDone(ctx context.Context, p *RangeDoneParams) (Status, error)
 	// RangesReset forgets the finished ranges of one item.
 	RangesReset(ctx context.Context, p *RangesResetParams) error
+
+	// UploadSave records the upload a file with an object-storage end is written through,
+	// replacing an earlier one of the same item and forgetting its parts.
+	UploadSave(ctx context.Context, p *UploadSaveParams) error
+	// UploadsList returns a transfer's uploads, with their finished parts, by seq.
+	UploadsList(ctx context.Context, p *TransferGetParams) (map[int64]*UploadRecord, error)
+	// PartDone records a finished part and the item's bytes done, and, when p.HashState is
+	// set, how far the file's SHA-256 got; like RangeDone it returns the transfer's status.
+	PartDone(ctx context.Context, p *PartDoneParams) (Status, error)
+	// UploadDelete forgets the upload of one item (committed or aborted) and its parts.
+	UploadDelete(ctx context.Context, p *RangesResetParams) error
+	// UploadsStale returns uploads the reaper should abort: those of finished transfers no
+	// runner holds, and those older than p.Before whose transfer has no live runner.
+	UploadsStale(ctx context.Context, p *UploadsStaleParams) ([]StaleUpload, error)
 }
 
 // ErrDuplicateKey is wrapped by TransferInsert when the owner already used the idempotency key.
@@ -205,4 +221,55 @@ type RangeDoneParams struct {
 type RangesResetParams struct {
 	ID  string
 	Seq int64
+}
+
+// UploadRecord is the stored state of one file's upload.
+type UploadRecord struct {
+	Seq      int64
+	UploadID string
+	// Dst is the destination path the upload becomes, as the backend names it.
+	Dst      string
+	PartSize int64
+	// SrcETag is the source's version (S3 ETag, or size and mtime for SFTP) when the upload
+	// started.
+	SrcETag string
+	// HashOff is how many leading bytes HashState (a marshaled sha256) has hashed.
+	HashOff   int64
+	HashState []byte
+	// Parts are the finished parts in number order.
+	Parts []storage.Part
+
+	transient bool // not stored: a small object the backend sends whole at Commit
+}
+
+// UploadSaveParams records the upload of item Seq.
+type UploadSaveParams struct {
+	ID     string
+	Upload UploadRecord
+	Now    time.Time
+}
+
+// PartDoneParams records part Part of item Seq; HashOff and HashState, when HashState is not
+// nil, the file's SHA-256 state after its first HashOff bytes.
+type PartDoneParams struct {
+	ID        string
+	Seq       int64
+	Part      storage.Part
+	BytesDone int64
+	BytesRead int64
+	HashOff   int64
+	HashState []byte
+}
+
+// UploadsStaleParams selects uploads to reap at Now.
+type UploadsStaleParams struct {
+	Now, Before time.Time
+	Limit       int
+}
+
+// StaleUpload is an upload to abort and the transfer it belongs to.
+type StaleUpload struct {
+	TransferID, Owner, DstSystem string
+	Seq                          int64
+	UploadID, Dst                string
 }

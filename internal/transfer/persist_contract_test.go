@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sshapi/sshapi/internal/pgtest"
+	"github.com/sshapi/sshapi/internal/storage"
 )
 
 // sqliteOpener opens a fresh SQLite Persistence per call.
@@ -34,6 +35,7 @@ func TestPersistenceContract(t *testing.T) {
 		{"slow runs counted in the row, by the lease holder only", contractSlowRuns},
 		{"plan, items, ranges", contractItems},
 		{"count-then-insert is serialised per owner", contractQuotaRace},
+		{"object uploads, parts, hash state, stale uploads", contractUploads},
 	}
 	for _, name := range []string{"sqlite", "postgres"} {
 		t.Run(name, func(t *testing.T) {
@@ -444,5 +446,78 @@ func contractQuotaRace(t *testing.T, p Persistence) {
 	}
 	if n != limit {
 		t.Fatalf("%d transfers after %d racing submits with a limit of %d", n, racers, limit)
+	}
+}
+
+// contractUploads: an object upload is recorded with its parts and hash state (which never goes
+// back), listed for a resume, offered to the reaper only without a live runner (at once when
+// the transfer finished, else when old), and forgotten.
+func contractUploads(t *testing.T, p Persistence) {
+	ctx := t.Context()
+	now := time.Now()
+	mustInsert(t, p, "tr-1", "alice", "")
+	if err := p.ItemsPlan(ctx, &ItemsPlanParams{ID: "tr-1", Items: []Item{{Seq: 0, Kind: KindFile, Source: "/s", Destination: "/d", Size: 25, Status: ItemPending}}}); err != nil {
+		t.Fatal(err)
+	}
+	save := func() {
+		t.Helper()
+		if err := p.UploadSave(ctx, &UploadSaveParams{ID: "tr-1", Now: now, Upload: UploadRecord{Seq: 0, UploadID: "u-1", Dst: "/d", PartSize: 10, SrcETag: "etag:x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save()
+	parts := []struct {
+		n        int
+		hashOff  int64
+		hashSave []byte
+	}{{2, 0, nil}, {1, 20, []byte{1, 2, 3}}, {1, 20, []byte{1, 2, 3}}, {3, 10, []byte{9}}} // the last must not move the hash back
+	for _, pt := range parts {
+		st, err := p.PartDone(ctx, &PartDoneParams{ID: "tr-1", Seq: 0, Part: storage.Part{Number: pt.n, Size: 10, ETag: "e", SHA256: []byte{byte(pt.n), 0xff}},
+			BytesDone: 20, BytesRead: 30, HashOff: pt.hashOff, HashState: pt.hashSave})
+		if err != nil || st != StatusQueued {
+			t.Fatalf("part done: %v %v", st, err)
+		}
+	}
+	ups, err := p.UploadsList(ctx, &TransferGetParams{ID: "tr-1"})
+	if err != nil || len(ups) != 1 {
+		t.Fatalf("uploads: %+v %v", ups, err)
+	}
+	u := ups[0]
+	if u.UploadID != "u-1" || u.Dst != "/d" || u.PartSize != 10 || u.SrcETag != "etag:x" || u.HashOff != 20 || string(u.HashState) != "\x01\x02\x03" ||
+		len(u.Parts) != 3 || u.Parts[0].Number != 1 || u.Parts[1].Offset != 10 || u.Parts[2].SHA256[0] != 3 || u.Parts[2].SHA256[1] != 0xff || u.Parts[0].ETag != "e" {
+		t.Fatalf("upload record %+v", u)
+	}
+	if _, err := p.LeaseAcquire(ctx, &LeaseAcquireParams{ID: "tr-1", Runner: "i-a", Now: now, Until: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	stale := func(before time.Time) []StaleUpload {
+		t.Helper()
+		s, err := p.UploadsStale(ctx, &UploadsStaleParams{Now: now, Before: before})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := stale(now.Add(time.Hour)); len(s) != 0 {
+		t.Fatalf("an upload of a transfer with a live runner is offered to the reaper: %+v", s)
+	}
+	if err := p.TransferFinish(ctx, &TransferFinishParams{ID: "tr-1", Runner: "i-a", Status: StatusFailed, Error: "x", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if s := stale(now.Add(-time.Hour)); len(s) != 1 || s[0].UploadID != "u-1" || s[0].Owner != "alice" || s[0].Dst != "/d" || s[0].Seq != 0 {
+		t.Fatalf("stale uploads of a finished transfer: %+v", s)
+	}
+	save() // a new upload of the same item forgets the old parts
+	if ups, _ := p.UploadsList(ctx, &TransferGetParams{ID: "tr-1"}); len(ups[0].Parts) != 0 || ups[0].HashOff != 0 {
+		t.Fatalf("after a new upload: %+v", ups[0])
+	}
+	if err := p.UploadDelete(ctx, &RangesResetParams{ID: "tr-1", Seq: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if ups, _ := p.UploadsList(ctx, &TransferGetParams{ID: "tr-1"}); len(ups) != 0 {
+		t.Fatalf("after delete: %+v", ups)
+	}
+	if s := stale(now.Add(time.Hour)); len(s) != 0 {
+		t.Fatalf("stale after delete: %+v", s)
 	}
 }

@@ -32,6 +32,9 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	defer release()
+	if r.isObject() {
+		return r.setupObject(ctx)
+	}
 	r.srcR = runner{pool: r.e.pool, t: r.src.Target, maxOutput: r.e.cfg.HelperOutputBytes}
 	r.dstR = runner{pool: r.e.pool, t: r.dst.Target, maxOutput: r.e.cfg.HelperOutputBytes}
 	r.closeStreams()

@@ -34,6 +34,7 @@ type run struct {
 	srcR, dstR       runner
 	srcRoot, dstRoot *confine.Root // root_dir confinement of each system, for this run
 	early            earlySums     // source sums started while large files copy
+	obj              *objectRun    // set when an end is object storage (object.go)
 	destSums         sync.Map      // temporary path → sha256 the destination streamed while copying
 
 	mu      sync.Mutex // guards items' fields, ranges, lastErr and the rate sample
@@ -113,6 +114,7 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	stopHB()
 	<-hbDone
 	r.closeStreams()
+	defer r.closeObject() // after conclude, whose cleanup aborts uploads through the channels
 	return r.conclude(parent, err)
 }
 
@@ -387,6 +389,9 @@ func (r *run) roundChunk(ctx context.Context, pending []*Item) error {
 		return nil
 	}
 	defer release()
+	if r.obj != nil {
+		return r.objectRound(ctx, pending)
+	}
 	pending, err = r.checkItems(ctx, r.streams[0], pending)
 	if err != nil {
 		return err
@@ -502,8 +507,13 @@ func forEach(items []*Item, n int, fn func(i int, it *Item)) {
 	wg.Wait()
 }
 
-// cleanup removes the temporary files of items that did not finish.
+// cleanup removes the temporary files of items that did not finish (aborts the uploads of an
+// object run).
 func (r *run) cleanup(ctx context.Context) {
+	if r.obj != nil {
+		r.cleanupObject(ctx)
+		return
+	}
 	r.mu.Lock()
 	var staged []*Item
 	for _, it := range r.items {

@@ -12,6 +12,10 @@
 // verification. Copies within one system run on the server (cp) without passing data through
 // sshapi.
 //
+// An end whose System has Storage (an S3 bucket) makes the transfer an object transfer
+// (SFTP→S3, S3→SFTP, S3→S3): it runs through the storage backends instead, as multipart
+// uploads resumable by part and verified by SHA-256 — see object.go for how and why.
+//
 // The Engine owns the River client, the database and the background goroutines; create it with
 // New, Start it, and Stop it.
 package transfer

@@ -38,6 +38,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -161,10 +162,10 @@ func (b *Backend) Stat(ctx context.Context, p string) (*storage.Entry, error) {
 	if p == "/" {
 		return &storage.Entry{Path: "/", Name: "/", Type: storage.TypeDir}, nil
 	}
-	out, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(p))})
+	out, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(p)), ChecksumMode: types.ChecksumModeEnabled})
 	if err == nil {
 		return &storage.Entry{Path: p, Name: path.Base(p), Type: storage.TypeFile, Size: aws.ToInt64(out.ContentLength),
-			ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag)}, nil
+			ModTime: aws.ToTime(out.LastModified), ETag: aws.ToString(out.ETag), Checksum: aws.ToString(out.ChecksumSHA256)}, nil
 	}
 	if err = b.classify("stat", p, err); !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "bucket") {
 		return nil, err
@@ -281,10 +282,10 @@ func (b *Backend) Create(ctx context.Context, p string, opts storage.UploadOptio
 	} else if !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), "bucket") {
 		return nil, err
 	}
-	return &upload{b: b, p: p, key: b.key(p), opts: opts, parts: map[int]types.CompletedPart{}}, nil
+	return &upload{b: b, p: p, key: b.key(p), opts: opts, parts: map[int]part{}}, nil
 }
 
-// upload is a multipart upload, started at the first part.
+// upload is a multipart upload, started at the first part (or at ID).
 type upload struct {
 	b    *Backend
 	p    string
@@ -293,8 +294,17 @@ type upload struct {
 
 	mu    sync.Mutex
 	id    string // the multipart upload id; "" until the first part
-	parts map[int]types.CompletedPart
+	parts map[int]part
 	done  bool
+	// whole holds the object of an upload whose first part is all of it (its Size) and that
+	// has no multipart upload id: Commit stores it with one PutObject.
+	whole []byte
+}
+
+// part is a finished part: what CompleteMultipartUpload needs and what Parts reports.
+type part struct {
+	cp types.CompletedPart
+	sp storage.Part
 }
 
 // start creates the multipart upload once.
@@ -316,42 +326,153 @@ func (u *upload) start(ctx context.Context) (string, error) {
 	return u.id, nil
 }
 
-// WritePart implements storage.Upload: the part is read into memory and sent with its SHA-256,
-// which the server checks.
-func (u *upload) WritePart(ctx context.Context, n int, _ int64, r io.Reader, size int64, sum []byte) error {
+// ID implements storage.Upload: the multipart upload id, created now if needed (a small
+// upload held whole becomes a multipart upload of that one part, so that it can be resumed).
+func (u *upload) ID(ctx context.Context) (string, error) {
+	id, err := u.start(ctx)
+	if err != nil {
+		return "", err
+	}
+	u.mu.Lock()
+	whole := u.whole
+	u.whole = nil
+	u.mu.Unlock()
+	if whole != nil {
+		if err := u.WritePart(ctx, 1, 0, bytes.NewReader(whole), int64(len(whole)), nil); err != nil {
+			return "", err
+		}
+	}
+	return id, nil
+}
+
+// Parts implements storage.Upload.
+func (u *upload) Parts() []storage.Part {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]storage.Part, 0, len(u.parts))
+	for _, p := range u.parts {
+		out = append(out, p.sp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
+	return out
+}
+
+// WritePart implements storage.Upload: the part is sent with its SHA-256, which the server
+// checks. A body that is an io.ReadSeeker (a *bytes.Reader of the caller's buffer) is sent as
+// it is; any other is read into memory first (SigV4 over plain HTTP needs a seekable body).
+func (u *upload) WritePart(ctx context.Context, n int, off int64, r io.Reader, size int64, sum []byte) error {
 	if n < 1 || n > maxParts {
 		return fmt.Errorf("upload %s: part number %d out of 1..%d", u.p, n, maxParts)
 	}
 	if size > maxPart {
 		return fmt.Errorf("upload %s: part %d of %d bytes exceeds %d", u.p, n, size, int64(maxPart))
 	}
+	if n == 1 && off == 0 && size == u.opts.Size && size <= minPart {
+		u.mu.Lock()
+		single := u.id == ""
+		u.mu.Unlock()
+		if single {
+			return u.holdWhole(r, size, sum)
+		}
+	}
 	id, err := u.start(ctx)
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return fmt.Errorf("upload %s: part %d: %w", u.p, n, err)
-	}
-	if sum == nil {
-		s := sha256.Sum256(buf)
-		sum = s[:]
+	body, ok := r.(io.ReadSeeker)
+	if !ok || sum == nil {
+		buf := make([]byte, size)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return fmt.Errorf("upload %s: part %d: %w", u.p, n, err)
+		}
+		if sum == nil {
+			s := sha256.Sum256(buf)
+			sum = s[:]
+		}
+		body = bytes.NewReader(buf)
 	}
 	enc := base64.StdEncoding.EncodeToString(sum)
 	out, err := u.b.c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &u.b.bucket, Key: &u.key, UploadId: &id,
-		PartNumber: aws.Int32(int32(n)), Body: bytes.NewReader(buf), ContentLength: aws.Int64(size),
-		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &enc})
+		PartNumber: aws.Int32(int32(n)), Body: body, ContentLength: aws.Int64(size),
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &enc},
+		// The signed x-amz-checksum-sha256 header already binds the body: hashing it again for
+		// the signature would cost a second pass, and the server would then refuse a
+		// corrupted part for the signature (XAmzContentSHA256Mismatch) instead of its checksum.
+		s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware))
 	if err != nil {
 		return u.b.classify(fmt.Sprintf("upload part %d of", n), u.p, err)
 	}
 	u.mu.Lock()
-	u.parts[n] = types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.ETag, ChecksumSHA256: out.ChecksumSHA256}
+	u.parts[n] = part{
+		cp: types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.ETag, ChecksumSHA256: out.ChecksumSHA256},
+		sp: storage.Part{Number: n, Offset: off, Size: size, ETag: aws.ToString(out.ETag), SHA256: slices.Clone(sum)},
+	}
 	u.mu.Unlock()
 	return nil
 }
 
-// Commit implements storage.Upload. A failed Commit aborts the upload.
+// holdWhole keeps the one part of a small upload (the whole object, up to the minimum part
+// size) for Commit's single PutObject, checked against sum now as the server would: nothing is
+// sent, so nothing is left on the server if the upload is dropped.
+func (u *upload) holdWhole(r io.Reader, size int64, sum []byte) error {
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return fmt.Errorf("upload %s: part 1: %w", u.p, err)
+	}
+	s := sha256.Sum256(buf)
+	if sum != nil && !bytes.Equal(s[:], sum) {
+		return fmt.Errorf("upload %s: part 1 does not match its sha256 (BadDigest)", u.p)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done {
+		return fmt.Errorf("upload %s: already committed or aborted", u.p)
+	}
+	u.whole = buf
+	u.parts[1] = part{sp: storage.Part{Number: 1, Size: size, SHA256: s[:]}}
+	return nil
+}
+
+// commitWhole stores a small upload with one PutObject carrying its SHA-256 (which the server
+// checks and keeps as the object's FULL_OBJECT checksum).
+func (u *upload) commitWhole(ctx context.Context, body []byte) (*storage.Entry, error) {
+	s := sha256.Sum256(body)
+	enc := base64.StdEncoding.EncodeToString(s[:])
+	in := &s3.PutObjectInput{Bucket: &u.b.bucket, Key: &u.key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+		ChecksumAlgorithm: types.ChecksumAlgorithmSha256, ChecksumSHA256: &enc}
+	if !u.opts.Overwrite {
+		in.IfNoneMatch = aws.String("*")
+	}
+	out, err := u.b.c.PutObject(ctx, in, s3.WithAPIOptions(v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware))
+	u.mu.Lock()
+	u.done, u.whole = true, nil
+	u.mu.Unlock()
+	if err != nil {
+		return nil, u.b.classify("commit", u.p, err)
+	}
+	e, err := u.b.Stat(ctx, u.p)
+	if err != nil {
+		return nil, err
+	}
+	if c := aws.ToString(out.ChecksumSHA256); c != "" {
+		e.Checksum = c
+	}
+	return e, nil
+}
+
+// Commit implements storage.Upload. A failed Commit aborts the upload. The entry's Checksum is
+// the composite SHA-256 the server computed from the parts' sums, or the object's own SHA-256
+// for a small upload stored whole.
 func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
+	u.mu.Lock()
+	whole, id0, done := u.whole, u.id, u.done
+	u.mu.Unlock()
+	if !done && id0 == "" && (whole != nil || (len(u.Parts()) == 0 && u.opts.Size <= 0)) {
+		if whole == nil {
+			whole = []byte{}
+		}
+		return u.commitWhole(ctx, whole) // a small object, or an empty one, in one request
+	}
 	id, err := u.start(ctx) // an empty file is one empty part
 	if err != nil {
 		return nil, err
@@ -373,7 +494,7 @@ func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
 			_ = u.Abort(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("upload %s: part %d is missing (%d parts written)", u.p, i, len(u.parts))
 		}
-		parts = append(parts, cp)
+		parts = append(parts, cp.cp)
 	}
 	u.mu.Unlock()
 	in := &s3.CompleteMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key, UploadId: &id,
@@ -381,21 +502,29 @@ func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
 	if !u.opts.Overwrite {
 		in.IfNoneMatch = aws.String("*")
 	}
-	if _, err := u.b.c.CompleteMultipartUpload(ctx, in); err != nil {
+	out, err := u.b.c.CompleteMultipartUpload(ctx, in)
+	if err != nil {
 		_ = u.Abort(context.WithoutCancel(ctx))
 		return nil, u.b.classify("commit", u.p, err)
 	}
 	u.mu.Lock()
 	u.done = true
 	u.mu.Unlock()
-	return u.b.Stat(ctx, u.p)
+	e, err := u.b.Stat(ctx, u.p)
+	if err != nil {
+		return nil, err
+	}
+	if c := aws.ToString(out.ChecksumSHA256); c != "" {
+		e.Checksum = c
+	}
+	return e, nil
 }
 
 // Abort implements storage.Upload.
 func (u *upload) Abort(ctx context.Context) error {
 	u.mu.Lock()
 	id, done := u.id, u.done
-	u.done = true
+	u.done, u.whole = true, nil
 	u.mu.Unlock()
 	if id == "" || done {
 		return nil
@@ -405,6 +534,37 @@ func (u *upload) Abort(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// Resume implements storage.Backend: the parts the server lists (ListParts, page by page) that
+// match a known part's number, size and SHA-256 are kept; the others will be written again.
+func (b *Backend) Resume(ctx context.Context, p, id string, known []storage.Part, opts storage.UploadOptions) (storage.Upload, error) {
+	p = path.Clean("/" + p)
+	if id == "" {
+		return nil, fmt.Errorf("resume %s: no upload id: %w", p, fs.ErrNotExist)
+	}
+	u := &upload{b: b, p: p, key: b.key(p), opts: opts, id: id, parts: map[int]part{}}
+	want := make(map[int]storage.Part, len(known))
+	for _, k := range known {
+		want[k.Number] = k
+	}
+	pages := s3.NewListPartsPaginator(b.c, &s3.ListPartsInput{Bucket: &b.bucket, Key: &u.key, UploadId: &id})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, b.classify("resume", p, err)
+		}
+		for _, lp := range out.Parts {
+			n := int(aws.ToInt32(lp.PartNumber))
+			k, ok := want[n]
+			if !ok || k.Size != aws.ToInt64(lp.Size) || base64.StdEncoding.EncodeToString(k.SHA256) != aws.ToString(lp.ChecksumSHA256) {
+				continue
+			}
+			k.ETag = aws.ToString(lp.ETag)
+			u.parts[n] = part{cp: types.CompletedPart{PartNumber: lp.PartNumber, ETag: lp.ETag, ChecksumSHA256: lp.ChecksumSHA256}, sp: k}
+		}
+	}
+	return u, nil
 }
 
 // Remove implements storage.Backend: a file is one DeleteObject; a directory's keys are deleted
@@ -545,7 +705,8 @@ func (b *Backend) Copy(ctx context.Context, from, to string, overwrite bool) err
 			return b.classify("copy", from, err)
 		}
 		u.mu.Lock()
-		u.parts[n] = types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.CopyPartResult.ETag, ChecksumSHA256: out.CopyPartResult.ChecksumSHA256}
+		u.parts[n] = part{cp: types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.CopyPartResult.ETag, ChecksumSHA256: out.CopyPartResult.ChecksumSHA256},
+			sp: storage.Part{Number: n, Offset: off, Size: end - off + 1, ETag: aws.ToString(out.CopyPartResult.ETag)}}
 		u.mu.Unlock()
 	}
 	_, err = u.Commit(ctx)
@@ -560,3 +721,6 @@ func escapeKey(k string) string {
 	}
 	return strings.Join(segs, "/")
 }
+
+// Bucket is the backend's bucket.
+func (b *Backend) Bucket() string { return b.bucket }

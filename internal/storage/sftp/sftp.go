@@ -10,8 +10,11 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sshapi/sshapi/internal/files"
 	"github.com/sshapi/sshapi/internal/storage"
@@ -105,17 +108,64 @@ func (b *Backend) Create(ctx context.Context, p string, opts storage.UploadOptio
 	if err != nil {
 		return nil, err
 	}
-	return upload{u, b}, nil
+	return &upload{PartUpload: u, b: b, parts: map[int]storage.Part{}}, nil
 }
 
-// upload adapts a files.PartUpload.
+// Resume implements storage.Backend: id is the temporary file's name, which must still exist;
+// a known part is kept when it lies within the file (the temporary file is sized by the
+// writes, and pkg/sftp's concurrent writes complete a part before WritePart returns).
+func (b *Backend) Resume(ctx context.Context, p, id string, known []storage.Part, opts storage.UploadOptions) (storage.Upload, error) {
+	u, size, err := b.fs.ResumeParts(ctx, b.remote(p), id, opts.Overwrite)
+	if err != nil {
+		return nil, err
+	}
+	up := &upload{PartUpload: u, b: b, parts: map[int]storage.Part{}}
+	for _, k := range known {
+		if k.Number >= 1 && k.Offset >= 0 && k.Offset+k.Size <= size {
+			u.Adopt(k.Number, k.Offset, k.Size)
+			up.parts[k.Number] = k
+		}
+	}
+	return up, nil
+}
+
+// upload adapts a files.PartUpload, remembering the parts written.
 type upload struct {
 	*files.PartUpload
 	b *Backend
+
+	mu    sync.Mutex
+	parts map[int]storage.Part
+}
+
+// WritePart implements storage.Upload.
+func (u *upload) WritePart(ctx context.Context, n int, off int64, r io.Reader, size int64, sum []byte) error {
+	if err := u.PartUpload.WritePart(ctx, n, off, r, size, sum); err != nil {
+		return err
+	}
+	u.mu.Lock()
+	u.parts[n] = storage.Part{Number: n, Offset: off, Size: size, SHA256: slices.Clone(sum)}
+	u.mu.Unlock()
+	return nil
+}
+
+// ID implements storage.Upload: the temporary file's name.
+func (u *upload) ID(context.Context) (string, error) { return u.TempName(), nil }
+
+// Parts implements storage.Upload.
+func (u *upload) Parts() []storage.Part {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]storage.Part, 0, len(u.parts))
+	for _, p := range u.parts {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
+	return out
 }
 
 // Commit implements storage.Upload.
-func (u upload) Commit(ctx context.Context) (*storage.Entry, error) {
+func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
 	e, err := u.PartUpload.Commit(ctx)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -47,6 +48,9 @@ func Run(t *testing.T, h Harness) {
 		{"Mkdir", testMkdir},
 		{"Remove", testRemove},
 		{"RenameAndCopy", testRenameCopy},
+		{"ResumeConfirmsParts", testResume},
+		{"ResumeGone", testResumeGone},
+		{"ResumeAbortLeavesNothing", testResumeAbort},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -213,6 +217,16 @@ func testUploadParts(t *testing.T, b storage.Backend) {
 	}
 	if e.Size != int64(len(content)) || e.Type != storage.TypeFile || e.Name != "a.bin" {
 		t.Fatalf("committed entry %+v", e)
+	}
+	if strings.HasSuffix(e.Checksum, fmt.Sprintf("-%d", len(sizes))) { // a composite checksum: the parts' sums
+		var sums [][]byte
+		for off, i := 0, 0; i < len(sizes); off, i = off+sizes[i], i+1 {
+			s := sha256.Sum256(content[off : off+sizes[i]])
+			sums = append(sums, s[:])
+		}
+		if want := storage.CompositeSHA256(sums); e.Checksum != want {
+			t.Fatalf("composite checksum %s, want %s", e.Checksum, want)
+		}
 	}
 	if got := read(t, b, "/d/a.bin", 0, -1); !bytes.Equal(got, content) {
 		t.Fatalf("read back %d bytes, differ from the %d written", len(got), len(content))
@@ -451,5 +465,129 @@ func testRenameCopy(t *testing.T, b storage.Backend) {
 	}
 	if err := b.Rename(ctx, "/b", "/c", true); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// written writes parts of content (numbers from 1, sizes from partSizes) and returns them as
+// the caller would record them.
+func written(t *testing.T, up storage.Upload, content []byte, sizes []int, numbers ...int) []storage.Part {
+	t.Helper()
+	var out []storage.Part
+	for _, n := range numbers {
+		off := 0
+		for _, s := range sizes[:n-1] {
+			off += s
+		}
+		b := content[off : off+sizes[n-1]]
+		sum := sha256.Sum256(b)
+		if err := up.WritePart(t.Context(), n, int64(off), bytes.NewReader(b), int64(len(b)), sum[:]); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, storage.Part{Number: n, Offset: int64(off), Size: int64(len(b)), SHA256: sum[:]})
+	}
+	return out
+}
+
+// testResume: an upload reopened by its ID (as after a crash) confirms the parts that were
+// written and not one that was only claimed; the remaining part completes it with the right
+// content.
+func testResume(t *testing.T, b storage.Backend) {
+	ctx := t.Context()
+	content := data(2*max(int(b.Capabilities().MinPartSize), 1<<20)+4321, 6)
+	sizes := partSizes(b, len(content))
+	if len(sizes) != 3 {
+		t.Fatalf("%d parts", len(sizes))
+	}
+	opts := storage.UploadOptions{Size: int64(len(content)), Parents: true}
+	up, err := b.Create(ctx, "/r/big", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := up.ID(ctx)
+	if err != nil || id == "" {
+		t.Fatalf("upload id %q: %v", id, err)
+	}
+	known := written(t, up, content, sizes, 2, 1)
+	if got := up.Parts(); len(got) != 2 || got[0].Number != 1 || got[1].Number != 2 {
+		t.Fatalf("parts of the first upload: %+v", got)
+	}
+	// The first Upload is dropped without Commit or Abort, as a killed process drops it.
+	claimed := slices.Clone(known)
+	last := content[sizes[0]+sizes[1]:]
+	lastSum := sha256.Sum256(last)
+	claimed = append(claimed, storage.Part{Number: 3, Offset: int64(sizes[0] + sizes[1]), Size: int64(len(last)), SHA256: lastSum[:]})
+	re, err := b.Resume(ctx, "/r/big", id, claimed, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := re.Parts()
+	if len(got) != 2 || got[0].Number != 1 || got[1].Number != 2 || !bytes.Equal(got[1].SHA256, known[0].SHA256) {
+		t.Fatalf("resumed upload confirms %+v, want parts 1 and 2", got)
+	}
+	if rid, err := re.ID(ctx); err != nil || rid != id {
+		t.Fatalf("resumed upload id %q %v, want %q", rid, err, id)
+	}
+	written(t, re, content, sizes, 3)
+	if _, err := re.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, b, "/r/big", 0, -1); !bytes.Equal(got, content) {
+		t.Fatal("resumed upload reads back wrong")
+	}
+}
+
+// testResumeGone: a committed or aborted upload cannot be resumed.
+func testResumeGone(t *testing.T, b storage.Backend) {
+	ctx := t.Context()
+	for _, commit := range []bool{true, false} {
+		p := fmt.Sprintf("/g%v", commit)
+		up, err := b.Create(ctx, p, storage.UploadOptions{Size: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := up.ID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		known := written(t, up, []byte("0123456789"), []int{10}, 1)
+		if commit {
+			_, err = up.Commit(ctx)
+		} else {
+			err = up.Abort(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Resume(ctx, p, id, known, storage.UploadOptions{Size: 10, Overwrite: true}); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("resume after commit=%v: %v, want fs.ErrNotExist", commit, err)
+		}
+	}
+}
+
+// testResumeAbort: aborting a resumed upload leaves nothing, which is how leftovers of a
+// crashed process are reaped.
+func testResumeAbort(t *testing.T, b storage.Backend) {
+	ctx := t.Context()
+	up, err := b.Create(ctx, "/a.bin", storage.UploadOptions{Size: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := up.ID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written(t, up, data(1000, 7), []int{1000}, 1)
+	re, err := b.Resume(ctx, "/a.bin", id, nil, storage.UploadOptions{Size: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(re.Parts()) != 0 {
+		t.Fatalf("resume with no known parts confirms %+v", re.Parts())
+	}
+	if err := re.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stat(ctx, "/a.bin"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("aborted upload is visible: %v", err)
 	}
 }
