@@ -100,15 +100,12 @@ func (r *Resolver) resolveTransfer(ctx context.Context, owner string, ep transfe
 	if err != nil {
 		return transfer.System{}, err
 	}
-	if d.Storage != nil {
-		// Until the engine moves data through storage.Backend, an S3 endpoint fails the transfer
-		// cleanly rather than reaching the pool with an empty SSH target.
-		return transfer.System{}, fmt.Errorf("%w: system %q is an S3 bucket: transfers to and from S3 systems are not supported yet", transfer.ErrSystem, ep.System)
-	}
 	// Every round and range asks again: a revoked grant, or a system or user an operator
 	// disabled, stops the transfer there.
 	rc := &recheck{r: r, req: req, withPath: withPath}
-	sys := transfer.System{Target: d.Target, RootDir: d.System.RootDir, Within: d.Within, Recheck: rc.check}
+	// An S3 system's endpoint is its bucket (d.Storage, already rooted at its prefix); the
+	// engine moves data through it instead of an SSH target.
+	sys := transfer.System{Target: d.Target, Storage: d.Storage, RootDir: d.System.RootDir, Within: d.Within, Recheck: rc.check}
 	if d.Shared() {
 		sys.HoldKey = d.Owner
 		sys.Hold = func(ctx context.Context) (func(), error) { return d.Hold(ctx, false) }
