@@ -11,20 +11,21 @@ import (
 )
 
 // TestRunTransfer moves a 4 MiB file through a real sshd on loopback and through a wanem path,
-// beside OpenSSH, and checks that every run succeeded and that the tables and plot are written.
+// beside OpenSSH, and to and from a real S3 server (versitygw) beside rclone, and checks that
+// every run succeeded and that the tables and plot are written.
 func TestRunTransfer(t *testing.T) {
-	for _, bin := range []string{"sftp", "scp"} {
+	for _, bin := range []string{"sftp", "scp", "rclone"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Fatalf("%s: %v", bin, err)
 		}
 	}
 	rep, err := RunTransfer(t.Context(), TransferOptions{Size: 4 << 20, Streams: []int{1, 2, 0}, Connections: []int{2},
-		Paths: []TransferPath{{}, {RTT: 2 * time.Millisecond, Rate: 500_000_000}}, Compare: true})
+		Paths: []TransferPath{{}, {RTT: 2 * time.Millisecond, Rate: 500_000_000}}, Compare: true, S3: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// per path: upload×2, download×2, three stream counts, scp -3, 2 scaling runs
-	if got, want := len(rep.Runs), 2*(2+2+3+1+2); got != want {
+	// per path: upload×2, download×2, three stream counts, scp -3, 2 scaling runs, S3 both ways × 2
+	if got, want := len(rep.Runs), 2*(2+2+3+1+2+4); got != want {
 		t.Fatalf("%d runs, want %d: %+v", got, want, rep.Runs)
 	}
 	for _, r := range rep.Runs {
@@ -39,7 +40,7 @@ func TestRunTransfer(t *testing.T) {
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"#### Transfers: loopback", "openssh-scp-3", "2 × openssh-sftp get", "sshapi ÷ OpenSSH", "×"} {
+	for _, want := range []string{"#### Transfers: loopback", "openssh-scp-3", "2 × openssh-sftp get", "sshapi ÷ OpenSSH", "sftp-to-s3", "s3-to-sftp", "| rclone |", "×"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
 		}
