@@ -9,7 +9,7 @@ const MAX_ROWS = 150;      // rows in the DOM at most
 
 const $ = (id) => document.getElementById(id);
 let csrf = "";
-const state = { system: null, path: "~", hidden: false, total: 0, pages: new Map(), gen: 0, selected: -1, entry: null };
+const state = { system: null, path: "~", hidden: false, total: 0, pages: new Map(), cursors: null, gen: 0, selected: -1, entry: null };
 
 // ---------- API calls ----------
 
@@ -126,6 +126,7 @@ function open(system, p) {
   state.system = system;
   state.path = p;
   state.pages = new Map();
+  state.cursors = null;
   state.total = 0;
   state.selected = -1;
   state.gen++;
@@ -165,20 +166,42 @@ function renderCrumbs() {
 
 // ---------- listing: server paging, bounded cache, virtual rows ----------
 
+// An SSH system's listing pages by offset and says its total. An S3 bucket's pages follow one
+// another by cursor (its first page answers with next_cursor) and has no total: page n is
+// fetched after page n-1, whose cursor is kept in state.cursors, and the table grows by a page
+// while more remain ("N+ entries").
 async function loadPage(n) {
   if (state.pages.has(n)) return state.pages.get(n);
   const gen = state.gen;
-  const q = new URLSearchParams({ limit: PAGE, offset: n * PAGE });
+  const q = new URLSearchParams({ limit: PAGE });
+  if (n > 0 && state.cursors) {
+    if (state.cursors[n] === undefined) await loadPage(n - 1);
+    if (gen !== state.gen) return null;
+    if (!state.cursors[n]) return [];
+    q.set("cursor", state.cursors[n]);
+  } else {
+    q.set("offset", n * PAGE);
+  }
   if (state.hidden) q.set("show_hidden", "true");
+  if (state.pages.has(n)) return state.pages.get(n);
   const promise = api("GET", sysURL("ls", state.path) + "?" + q).then((r) => r.json()).then((l) => {
     if (gen !== state.gen) return null;
-    state.total = l.total;
+    const entries = l.entries || [];
+    if (n === 0 && l.next_cursor) state.cursors = [];
+    if (state.cursors) {
+      state.cursors[n + 1] = l.next_cursor || "";
+      const end = n * PAGE + entries.length;
+      state.total = l.next_cursor ? Math.max(state.total, end + PAGE) : end;
+      $("count").textContent = l.next_cursor ? `${end}+ entries` : `${end} entr${end === 1 ? "y" : "ies"}`;
+    } else {
+      state.total = l.total;
+      $("count").textContent = `${l.total} entr${l.total === 1 ? "y" : "ies"}`;
+    }
     if (n === 0 && l.path && l.path !== state.path) {
       state.path = l.path; // "~" resolved to the home directory
       renderCrumbs();
     }
-    $("count").textContent = `${l.total} entr${l.total === 1 ? "y" : "ies"}`;
-    return l.entries || [];
+    return entries;
   }).then((entries) => {
     promise.value = entries; // readable synchronously by render
     return entries;
