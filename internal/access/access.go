@@ -98,7 +98,9 @@ type Config struct {
 	// on an owner's files (see package guard).
 	Guard guard.Config `yaml:"guard" envPrefix:"GUARD_"`
 	// S3 tunes how S3 systems are reached (per-owner request bound, CA bundle, upload parts).
-	S3 S3Config `yaml:"s3" envPrefix:"S3_"`
+	// It is configured at the top level (s3: in the file, SSHAPI_S3_* in the environment) and
+	// handed in by the service.
+	S3 S3Config `yaml:"-" env:"-"`
 }
 
 // WithDefaults fills unset fields.

@@ -44,6 +44,9 @@ type Config struct {
 	Auth Auth `yaml:"auth" envPrefix:"AUTH_"`
 	// Sharing configures links and the audit (grants, links, provenance).
 	Sharing access.Config `yaml:"sharing" envPrefix:"SHARING_"`
+	// S3 tunes how S3 systems are reached: each owner's requests in flight, further CAs, the
+	// parts of uploads through the API.
+	S3 access.S3Config `yaml:"s3" envPrefix:"S3_"`
 	// HTTP tunes the API layer.
 	HTTP api.Config `yaml:"http" envPrefix:"HTTP_"`
 	// Pool tunes the SSH connection pool.

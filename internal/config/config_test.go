@@ -11,7 +11,7 @@ import (
 func TestLoadLayers(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "sshapi.yaml")
-	if err := os.WriteFile(file, []byte("addr: 0.0.0.0:9000\nserver:\n  behind_proxy: true\n  trusted_proxies: [10.0.0.0/8]\npool:\n  max_conns_per_key: 3\n  idle_timeout: 2m\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("addr: 0.0.0.0:9000\nserver:\n  behind_proxy: true\n  trusted_proxies: [10.0.0.0/8]\npool:\n  max_conns_per_key: 3\n  idle_timeout: 2m\ns3:\n  part_size: 16777216\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("SSHAPI_DATA_DIR", "/var/lib/sshapi")
@@ -19,6 +19,7 @@ func TestLoadLayers(t *testing.T) {
 	t.Setenv("SSHAPI_POOL_MAX_CONNS_PER_KEY", "4")
 	t.Setenv("SSHAPI_TRANSFER_MAX_STREAMS", "8")
 	t.Setenv("SSHAPI_SERVER_WRITE_TIMEOUT", "90s")
+	t.Setenv("SSHAPI_S3_MAX_REQUESTS_PER_OWNER", "5")
 	cfg, err := Load(file)
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +39,8 @@ func TestLoadLayers(t *testing.T) {
 		{"server section from env", cfg.Server.WriteTimeout, 90 * time.Second},
 		{"server default kept", cfg.Server.ReadHeaderTimeout, 10 * time.Second},
 		{"trusted proxies", len(cfg.Server.TrustedProxies), 1},
+		{"s3 section from file", cfg.S3.PartSize, int64(16 << 20)},
+		{"s3 section from env", cfg.S3.MaxRequestsPerOwner, 5},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {

@@ -152,7 +152,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		}
 		remote = guardPG
 	}
-	acc := access.New(cfg.Sharing, access.Deps{Store: db, Keyring: keyring, Network: network, Log: log.With("component", "access"),
+	accCfg := cfg.Sharing
+	accCfg.S3 = cfg.S3
+	acc := access.New(accCfg, access.Deps{Store: db, Keyring: keyring, Network: network, Log: log.With("component", "access"),
 		Guard: guard.New(cfg.Sharing.WithDefaults().Guard, remote)})
 	engine, err := transfer.New(cfg.Transfer, transfer.Deps{
 		DB: tdb, Pool: pool, Log: log.With("component", "transfer"), Registerer: reg,
