@@ -7,13 +7,26 @@ import (
 	"strings"
 )
 
-// cpuPerGiB is a run's CPU seconds per GiB moved (sshd's with sshd), or 0 when nothing was.
-func cpuPerGiB(s TransferRun, sshd bool) float64 {
+// CPU figures of a transfer run.
+const (
+	cpuAll   = iota // the bench process and its children
+	cpuChild        // the children alone (the OpenSSH clients)
+	cpuOwn          // the bench process alone
+	cpuSSHD         // the sshd process tree
+)
+
+// cpuPerGiB is one of a run's CPU figures in seconds per GiB moved, or 0 when nothing was.
+func cpuPerGiB(s TransferRun, which int) float64 {
 	if s.Bytes <= 0 || s.Error != "" {
 		return 0
 	}
 	c := s.CPUSeconds
-	if sshd {
+	switch which {
+	case cpuChild:
+		c = s.ChildCPUSeconds
+	case cpuOwn:
+		c = s.CPUSeconds - s.ChildCPUSeconds
+	case cpuSSHD:
 		c = s.SSHDCPUSeconds
 	}
 	return c / (float64(s.Bytes) / (1 << 30))
@@ -35,8 +48,8 @@ func (r *TransferReport) WriteCipherMarkdown(w io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(&b, "#### Per cipher: %s\n\n", path)
-		b.WriteString("| cipher | direction | sshapi MB/s | sftp MB/s | sshapi ÷ sftp (MB/s) | sshapi CPU s/GiB (bench process) | sftp client CPU s/GiB | sshapi ÷ sftp (CPU/GiB) | sshd CPU s/GiB under sshapi | sshd CPU s/GiB under sftp |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| cipher | direction | sshapi MB/s | sftp MB/s | sshapi ÷ sftp (MB/s) | sshapi CPU s/GiB (bench process) | OpenSSH client CPU s/GiB (sftp + ssh) | sshapi ÷ OpenSSH client (CPU/GiB) | bench process CPU s/GiB during sftp | sshd CPU s/GiB under sshapi | sshd CPU s/GiB under sftp |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range ciphers {
 			for _, dir := range []struct{ scenario, what string }{{TransferUpload, "upload"}, {TransferDownload, "download"}} {
 				var api, peer *TransferRun
@@ -62,9 +75,9 @@ func (r *TransferReport) WriteCipherMarkdown(w io.Writer) error {
 					}
 					return fmt.Sprintf("%.1f", s.MBps)
 				}
-				cpu := func(s *TransferRun, sshd bool) string {
+				cpu := func(s *TransferRun, which int) string {
 					if s != nil {
-						if v := cpuPerGiB(*s, sshd); v > 0 {
+						if v := cpuPerGiB(*s, which); v > 0 {
 							return fmt.Sprintf("%.2f", v)
 						}
 					}
@@ -73,12 +86,12 @@ func (r *TransferReport) WriteCipherMarkdown(w io.Writer) error {
 				ratio, cpuRatio := "–", "–"
 				if api != nil && peer != nil && api.Error == "" && peer.Error == "" && peer.MBps > 0 {
 					ratio = fmt.Sprintf("%.2f×", api.MBps/peer.MBps)
-					if pc := cpuPerGiB(*peer, false); pc > 0 {
-						cpuRatio = fmt.Sprintf("%.2f×", cpuPerGiB(*api, false)/pc)
+					if pc := cpuPerGiB(*peer, cpuChild); pc > 0 {
+						cpuRatio = fmt.Sprintf("%.2f×", cpuPerGiB(*api, cpuAll)/pc)
 					}
 				}
-				fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c, dir.what, mbps(api), mbps(peer), ratio,
-					cpu(api, false), cpu(peer, false), cpuRatio, cpu(api, true), cpu(peer, true))
+				fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c, dir.what, mbps(api), mbps(peer), ratio,
+					cpu(api, cpuAll), cpu(peer, cpuChild), cpuRatio, cpu(peer, cpuOwn), cpu(api, cpuSSHD), cpu(peer, cpuSSHD))
 			}
 		}
 		b.WriteString("\n")

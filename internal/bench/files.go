@@ -170,8 +170,12 @@ func (b *FilesBench) measure(ctx context.Context, target, how, verified, dir str
 		r.MBps = float64(int64(b.Files)*b.FileSize) / 1e6 / r.Seconds
 	}
 	if b.Progress != nil {
-		fmt.Fprintf(b.Progress, "small files %d × %d B %s: %.0f files/s in %.2fs, cpu %.2fs, sshd cpu %.2fs, peak rss %.0f MiB %s\n",
-			b.Files, b.FileSize, target, r.FilesPerSecond, r.Seconds, r.CPUSeconds, r.SSHDCPUSeconds, r.PeakRSSMiB, r.Error)
+		peakRSS := ""
+		if rss {
+			peakRSS = fmt.Sprintf(", peak rss %.0f MiB (%.0f before)", r.PeakRSSMiB, r.RSSBeforeMiB)
+		}
+		fmt.Fprintf(b.Progress, "small files %d × %d B %s: %.0f files/s in %.2fs, cpu %.2fs, sshd cpu %.2fs%s %s\n",
+			b.Files, b.FileSize, target, r.FilesPerSecond, r.Seconds, r.CPUSeconds, r.SSHDCPUSeconds, peakRSS, r.Error)
 	}
 	b.Report.Runs = append(b.Report.Runs, r)
 }
@@ -306,7 +310,7 @@ func (r *FilesReport) WriteMarkdown(w io.Writer) error {
 		if s.SSHDCPUSeconds > 0 {
 			sshd = fmt.Sprintf("%.2f", s.SSHDCPUSeconds)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f | %.1f | %.2f | %s | %s | %s |\n", s.Target, s.How, s.Verified, rate, s.Seconds, s.MBps, s.CPUSeconds, sshd, rss, ratio)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f | %.1f | %.2f | %s | %s | %s |\n", s.Target, strings.ReplaceAll(s.How, "|", `\|`), s.Verified, rate, s.Seconds, s.MBps, s.CPUSeconds, sshd, rss, ratio)
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())

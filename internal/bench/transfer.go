@@ -62,6 +62,10 @@ type TransferRun struct {
 	// cpuMeter).
 	CPUSeconds     float64 `json:"cpu_s"`
 	SSHDCPUSeconds float64 `json:"sshd_cpu_s,omitempty"`
+	// ChildCPUSeconds is the part of CPUSeconds spent by the waited-for children alone (the
+	// OpenSSH clients); the rest is the bench process's own (sshapi, the HTTP client, and on an
+	// emulated path the in-process wanem proxies).
+	ChildCPUSeconds float64 `json:"child_cpu_s,omitempty"`
 	// Error is why the run failed ("" if it did not).
 	Error string `json:"error,omitempty"`
 }
@@ -119,7 +123,7 @@ func (b *TransferBench) remote(name string) string {
 
 // measure times fn, with CPU of this process tree and of sshd, and records the run.
 func (b *TransferBench) measure(scenario, target string, streams int, bytes int64, fn func() (int, error)) TransferRun {
-	cpu0 := selfCPU()
+	own0, child0 := splitCPU()
 	var meter *cpuMeter
 	if len(b.SSHDPIDs) > 0 {
 		meter = startCPUMeter(b.SSHDPIDs)
@@ -127,8 +131,9 @@ func (b *TransferBench) measure(scenario, target string, streams int, bytes int6
 	start := time.Now()
 	used, err := fn()
 	el := time.Since(start).Seconds()
+	own1, child1 := splitCPU()
 	r := TransferRun{Path: b.Path, Scenario: scenario, Cipher: b.Cipher, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
-		Seconds: el, CPUSeconds: selfCPU() - cpu0, LinkMBps: b.LinkMBps}
+		Seconds: el, CPUSeconds: own1 + child1 - own0 - child0, ChildCPUSeconds: child1 - child0, LinkMBps: b.LinkMBps}
 	if meter != nil {
 		r.SSHDCPUSeconds = meter.Stop()
 	}

@@ -25,9 +25,9 @@ func CipherSection(w io.Writer, r *bench.TransferReport) error {
 		return nil
 	}
 	notes := append([]string{
-		"sshapi's CPU is the bench process's (the in-process sshapi with its SSH client, and the HTTP client that sends or reads the body); OpenSSH's is the bench process's and its waited-for children's during the `sftp` run, i.e. the `sftp` and `ssh` client processes (the idle bench process adds little); CPU seconds per GiB are those CPU seconds divided by the GiB moved",
+		"CPU per GiB: CPU seconds divided by the GiB moved. sshapi's is the bench process's (the in-process sshapi with its SSH client, and the HTTP client that sends or reads the body); OpenSSH's client is the `sftp` process and its `ssh`, read from the bench process's waited-for children alone; \"bench process CPU during sftp\" is what the bench process itself spent while `sftp` ran: on loopback next to nothing, on the emulated path the in-process wanem proxies, which carry sshapi's bytes too and so are in sshapi's figure as well (subtract it for sshapi alone)",
 		"sshapi uses its defaults for the path, so on the long path a download or an upload may stripe over several SFTP channels (the channel table of the transfer section shows what one channel does); `sftp` uses one channel",
 	}, r.Meta.Notes...)
-	return writeSection(w, "Ciphers", "One upload and one download through sshapi's API per SSH cipher, the system registered with only that cipher, beside OpenSSH `sftp -c` with the same cipher over the same path, with each side's CPU per GiB moved. \"sshapi ÷ sftp (MB/s)\" above 1 means sshapi was faster; \"sshapi ÷ sftp (CPU/GiB)\" above 1 means sshapi spent more CPU per GiB than OpenSSH's client.",
+	return writeSection(w, "Ciphers", "One upload and one download through sshapi's API per SSH cipher, the system registered with only that cipher, beside OpenSSH `sftp -c` with the same cipher over the same path, with each side's CPU per GiB moved. \"sshapi ÷ sftp (MB/s)\" above 1 means sshapi was faster; \"sshapi ÷ OpenSSH client (CPU/GiB)\" above 1 means sshapi spent more CPU per GiB than OpenSSH's client.",
 		notes, r.WriteCipherMarkdown, "")
 }

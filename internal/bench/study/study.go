@@ -190,6 +190,12 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 				return report, fmt.Errorf("transfers per channel count: %w", err)
 			}
 			extra.Transfers.Runs = append(extra.Transfers.Runs, ch.Runs...)
+			extra.Transfers.Meta.Notes = append(extra.Transfers.Meta.Notes, channelsNote)
+			for _, n := range ch.Meta.Notes {
+				if strings.HasPrefix(n, "1-minute load average") {
+					extra.Transfers.Meta.Notes = append(extra.Transfers.Meta.Notes, "channel runs: "+n)
+				}
+			}
 		}
 	}
 	if o.CipherSize > 0 && len(o.Ciphers) > 0 {

@@ -105,7 +105,7 @@ func TestRunCiphers(t *testing.T) {
 		t.Fatalf("%d runs, want %d: %+v", got, want, rep.Runs)
 	}
 	for _, r := range rep.Runs {
-		if r.Error != "" || r.MBps <= 0 || r.Cipher == "" || r.CPUSeconds <= 0 {
+		if r.Error != "" || r.MBps <= 0 || r.Cipher == "" || r.CPUSeconds <= 0 || r.ChildCPUSeconds < 0 || (r.Target == bench.PeerSFTP) != (r.ChildCPUSeconds > 0) {
 			t.Errorf("run %+v", r)
 		}
 	}
@@ -114,7 +114,7 @@ func TestRunCiphers(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := doc.String()
-	for _, want := range []string{"## Ciphers", "#### Per cipher: loopback", "#### Per cipher: 4 Gbit/s × 2ms RTT (wanem)", "sftp client CPU s/GiB"} {
+	for _, want := range []string{"## Ciphers", "#### Per cipher: loopback", "#### Per cipher: 4 Gbit/s × 2ms RTT (wanem)", "OpenSSH client CPU s/GiB (sftp + ssh)"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("section lacks %q:\n%s", want, md)
 		}
@@ -131,10 +131,10 @@ func TestRunCiphers(t *testing.T) {
 		if !strings.HasPrefix(l, "| `") {
 			continue
 		}
-		// cipher, direction, then MB/s ×2, ratio, CPU/GiB ×2, ratio; sshd's CPU may stay under a
-		// clock tick in so short a run
+		// cipher, direction, then MB/s ×2, ratio, CPU/GiB ×2, ratio; the bench process's own CPU
+		// during sftp and sshd's may stay under a clock tick in so short a run
 		cells := strings.Split(strings.Trim(l, "| "), " | ")
-		if len(cells) != 10 || strings.Contains(l, "failed") || slices.Contains(cells[2:8], "–") || !strings.HasSuffix(cells[4], "×") || !strings.HasSuffix(cells[7], "×") {
+		if len(cells) != 11 || strings.Contains(l, "failed") || slices.Contains(cells[2:8], "–") || !strings.HasSuffix(cells[4], "×") || !strings.HasSuffix(cells[7], "×") {
 			t.Errorf("row without its figures and ratios: %s", l)
 		}
 	}

@@ -197,12 +197,15 @@ The best peer at a rate is the one with the fewest failures, then the lowest p99
 	b.WriteString(`## Reproduce
 
     make bench-deps     # Python peers into bench/.venv (asyncssh, paramiko; pinned)
-    make paper          # needs root (the sshd test user) and openssh-server; about 14 minutes on 2 cores
+    make paper          # needs root (the sshd test user) and openssh-server
 
 Longer windows: ` + "`./bin/sshapi bench paper --out docs --duration 60s`" + `. Against your own deployment:
 ` + "`sshapi bench commands --url URL --token T --system ID --rates 10,50,90 --compare all --ssh user@host:port --ssh-key FILE --ssh-host-key 'ssh-ed25519 AAAA…'`" + `.
 One section alone: ` + "`sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --channels 1,2,4,8,auto --compare`" + `,
-` + "`sshapi bench listing --entries 10000`" + `.
+` + "`sshapi bench transfer --size 256MiB --compare --ciphers aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes256-ctr`" + `,
+` + "`sshapi bench listing --entries 10000`" + `. Skip or size the paper's sections with ` + "`--transfer-size none`" + `,
+` + "`--channels none`" + `, ` + "`--cipher-size none`" + ` (or ` + "`--ciphers LIST`" + `), ` + "`--small-files -1`" + ` (or a count),
+` + "`--list-entries -1`" + ` and ` + "`--clients -1`" + ` (or a count; ` + "`--clients-duration`" + `, ` + "`--clients-peers`" + `).
 `)
 	return nil
 }
