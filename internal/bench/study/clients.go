@@ -132,6 +132,9 @@ func RunClients(ctx context.Context, o ClientsOptions) (*bench.ClientsReport, er
 	cb := &bench.ClientsBench{Targets: targets, Clients: o.Clients, Duration: o.Duration, SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep}
 	err = cb.Run(ctx)
 	rep.Meta.Notes = ClientsNotes(o.Clients, o.Duration, o.Peers)
+	if v := peers.Versions(); len(v) > 0 {
+		rep.Meta.Notes = append(rep.Meta.Notes, "peer versions: "+versions(v))
+	}
 	rep.Meta.Notes = append(rep.Meta.Notes, fmt.Sprintf("1-minute load average when the runs started: %s; when they ended: %s", loadStart, loadAverage()), settled)
 	return rep, err
 }
