@@ -91,9 +91,14 @@ bench-locust-deps: bench-deps
 	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-locust.txt
 
 ## paper: throwaway stock sshd + sshapi, the study's sweep beside the peers, file transfers, API
-## downloads/uploads per channel count and listing 10,000 entries; writes docs/benchmarks.md,
-## docs/benchmarks.json and docs/img/ (root; about 14 minutes on 2 cores).
-## Longer windows: make paper PAPER_FLAGS='--duration 30s'; 1 GiB transfers: PAPER_FLAGS='--transfer-size 1GiB';
-## without the channel and listing sections: PAPER_FLAGS='--channels none --list-entries -1'.
+## downloads/uploads per channel count, uploads/downloads per SSH cipher beside sftp -c (with CPU
+## per GiB), 100,000 files of 4 KiB system to system beside a tar pipe and scp -3 -r, listing
+## 10,000 entries, and the checksum of an 8-byte file and uptime at 50 clients beside the asyncssh
+## pool; writes docs/benchmarks.md, docs/benchmarks.json and docs/img/ (root; on 2 cores about
+## 14 minutes, and about 16 more for the per-cipher, small-files and small-request sections). Longer windows: make paper PAPER_FLAGS='--duration 30s'; 1 GiB transfers:
+## PAPER_FLAGS='--transfer-size 1GiB --cipher-size 1GiB'. Skip or size a section:
+## --transfer-size none, --channels none, --cipher-size none (or --ciphers LIST), --small-files -1
+## (or a count), --list-entries -1, --clients -1 (or a count; --clients-duration 10s,
+## --clients-peers asyncssh).
 paper: build bench-deps
 	./bin/sshapi bench paper --out docs $(PAPER_FLAGS)

@@ -10,11 +10,17 @@ import (
 
 // selfCPU is the user+system CPU seconds of this process and its waited-for children.
 func selfCPU() float64 {
+	own, children := splitCPU()
+	return own + children
+}
+
+// splitCPU is the user+system CPU seconds of this process, and of its waited-for children.
+func splitCPU() (own, children float64) {
 	var s, c syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &s)
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &c)
 	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
-	return tv(s.Utime) + tv(s.Stime) + tv(c.Utime) + tv(c.Stime)
+	return tv(s.Utime) + tv(s.Stime), tv(c.Utime) + tv(c.Stime)
 }
 
 // procTime is one process's CPU in clock ticks (1/100 s): its own user+system time, that of

@@ -91,7 +91,12 @@ func (a *API) Call(ctx context.Context, method, path string, body any, want int,
 // CommandOp returns an Op that runs command on system through the study's route
 // POST /sshapi/v2/{system}. A non-zero exit is an *ExitError.
 func (a *API) CommandOp(system, command string) Op {
-	path := "/sshapi/v2/" + url.PathEscape(system)
+	return a.commandOp("/sshapi/v2/"+url.PathEscape(system), command)
+}
+
+// commandOp returns an Op that posts {"command": command} to path and expects an answer with
+// exit_status 0.
+func (a *API) commandOp(path, command string) Op {
 	body := map[string]any{"command": command}
 	return func(ctx context.Context) error {
 		var res struct {

@@ -62,6 +62,10 @@ type TransferRun struct {
 	// cpuMeter).
 	CPUSeconds     float64 `json:"cpu_s"`
 	SSHDCPUSeconds float64 `json:"sshd_cpu_s,omitempty"`
+	// ChildCPUSeconds is the part of CPUSeconds spent by the waited-for children alone (the
+	// OpenSSH clients); the rest is the bench process's own (sshapi, the HTTP client, and on an
+	// emulated path the in-process wanem proxies).
+	ChildCPUSeconds float64 `json:"child_cpu_s,omitempty"`
 	// Error is why the run failed ("" if it did not).
 	Error string `json:"error,omitempty"`
 }
@@ -119,7 +123,7 @@ func (b *TransferBench) remote(name string) string {
 
 // measure times fn, with CPU of this process tree and of sshd, and records the run.
 func (b *TransferBench) measure(scenario, target string, streams int, bytes int64, fn func() (int, error)) TransferRun {
-	cpu0 := selfCPU()
+	own0, child0 := splitCPU()
 	var meter *cpuMeter
 	if len(b.SSHDPIDs) > 0 {
 		meter = startCPUMeter(b.SSHDPIDs)
@@ -127,8 +131,9 @@ func (b *TransferBench) measure(scenario, target string, streams int, bytes int6
 	start := time.Now()
 	used, err := fn()
 	el := time.Since(start).Seconds()
+	own1, child1 := splitCPU()
 	r := TransferRun{Path: b.Path, Scenario: scenario, Cipher: b.Cipher, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
-		Seconds: el, CPUSeconds: selfCPU() - cpu0, LinkMBps: b.LinkMBps}
+		Seconds: el, CPUSeconds: own1 + child1 - own0 - child0, ChildCPUSeconds: child1 - child0, LinkMBps: b.LinkMBps}
 	if meter != nil {
 		r.SSHDCPUSeconds = meter.Stop()
 	}
@@ -305,41 +310,13 @@ func (b *TransferBench) transfer(ctx context.Context, src, dst string, streams i
 // transferBetween submits a transfer from srcSys:src to dstSys:dst with streams (0 =
 // automatic), waits until it is terminal and returns the stream count it used.
 func (b *TransferBench) transferBetween(ctx context.Context, srcSys, src, dstSys, dst string, streams int) (int, error) {
-	type state struct {
-		ID      string `json:"id"`
-		Status  string `json:"status"`
-		Streams int    `json:"streams"`
-		Error   string `json:"error"`
-	}
-	var t state
 	body := map[string]any{"source": map[string]string{"system": srcSys, "path": src},
 		"destination": map[string]string{"system": dstSys, "path": dst}, "verify": b.Verify}
 	if streams > 0 {
 		body["streams"] = streams
 	}
-	if err := b.API.Call(ctx, "POST", "/v1/transfers", body, http.StatusAccepted, &t); err != nil {
-		return 0, fmt.Errorf("submit transfer: %w", err)
-	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		switch t.Status {
-		case "succeeded":
-			return t.Streams, nil
-		case "failed", "canceled":
-			return t.Streams, fmt.Errorf("transfer %s %s: %s", t.ID, t.Status, t.Error)
-		}
-		select {
-		case <-ctx.Done():
-			_ = b.API.Call(context.Background(), "DELETE", "/v1/transfers/"+t.ID, nil, http.StatusOK, nil)
-			return t.Streams, ctx.Err()
-		case <-tick.C:
-		}
-		id := t.ID
-		if err := b.API.Call(ctx, "GET", "/v1/transfers/"+id, nil, http.StatusOK, &t); err != nil {
-			return 0, fmt.Errorf("poll transfer: %w", err)
-		}
-	}
+	t, err := b.API.waitTransfer(ctx, body, 20*time.Millisecond)
+	return t.Streams, err
 }
 
 func (b *TransferBench) sftp(ctx context.Context, ep SSHEndpoint, batch string) error {
@@ -368,13 +345,15 @@ func (b *TransferBench) sftp(ctx context.Context, ep SSHEndpoint, batch string) 
 	return nil
 }
 
-func (b *TransferBench) scp3(ctx context.Context, src, dst string) error {
+// scp3 runs scp -3 (with the extra options) from src on Src to dst on Dst.
+func (b *TransferBench) scp3(ctx context.Context, src, dst string, extra ...string) error {
 	uri := func(ep SSHEndpoint, p string) string {
 		return fmt.Sprintf("scp://%s@%s/%s", ep.User, ep.Addr(), p)
 	}
-	cmd := exec.CommandContext(ctx, "scp", "-3", "-q", "-F", "/dev/null", "-i", b.Src.SSH.KeyFile, "-i", b.Dst.SSH.KeyFile,
+	args := append([]string{"-3", "-q", "-F", "/dev/null", "-i", b.Src.SSH.KeyFile, "-i", b.Dst.SSH.KeyFile,
 		"-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-		"-o", "LogLevel=ERROR", uri(b.Src.SSH, src), uri(b.Dst.SSH, dst))
+		"-o", "LogLevel=ERROR"}, extra...)
+	cmd := exec.CommandContext(ctx, "scp", append(args, uri(b.Src.SSH, src), uri(b.Dst.SSH, dst))...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("scp -3: %w: %s", err, truncate(strings.TrimSpace(string(msg)), 300))
 	}

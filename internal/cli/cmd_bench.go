@@ -281,10 +281,10 @@ func newBenchSessionsCmd() *cobra.Command {
 
 func newBenchPaperCmd() *cobra.Command {
 	var o study.Options
-	var rates, compare, transferSize, channels string
+	var rates, compare, transferSize, channels, cipherSize, ciphers, clientsPeers string
 	cmd := &cobra.Command{
 		Use:   "paper",
-		Short: "Reproduce the SSH-API study's load test on this machine: throwaway stock sshd + sshapi, sweep, burst, sessions, transfers, listing; writes docs/benchmarks.md and plots (needs root)",
+		Short: "Reproduce the SSH-API study's load test on this machine: throwaway stock sshd + sshapi, sweep, burst, sessions, transfers, ciphers, small files, listing, small requests; writes docs/benchmarks.md and plots (needs root)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			if o.Rates, err = parseRates(rates); err != nil {
@@ -306,6 +306,9 @@ func newBenchPaperCmd() *cobra.Command {
 				if o.Channels, err = bench.ParseStreams(channels); err != nil {
 					return fmt.Errorf("--channels: %w", err)
 				}
+			}
+			if err := paperSections(&o, cipherSize, ciphers, clientsPeers); err != nil {
+				return err
 			}
 			o.Progress = cmd.ErrOrStderr()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -335,7 +338,38 @@ func newBenchPaperCmd() *cobra.Command {
 	f.StringVar(&transferSize, "transfer-size", "256MiB", "file size of the transfer section (loopback and 1 Gbit/s × 50 ms, beside sftp and scp -3); 1GiB for the full run, none skips")
 	f.StringVar(&channels, "channels", "1,2,4,8,auto", "SFTP channel counts of the transfer section's API downloads and uploads at 1 Gbit/s × 50 ms; none skips")
 	f.IntVar(&o.ListEntries, "list-entries", 10_000, "entries of the directory the listing section lists through the API and OpenSSH at 1 and 50 at once (-1 skips)")
+	f.StringVar(&cipherSize, "cipher-size", "256MiB", "file size of the per-cipher section (API upload and download beside sftp -c, loopback and 1 Gbit/s × 50 ms, CPU per GiB); none skips")
+	f.StringVar(&ciphers, "ciphers", strings.Join(study.PaperCiphers, ","), "SSH ciphers of the per-cipher section; none skips")
+	f.IntVar(&o.SmallFiles, "small-files", 100_000, "4 KiB files the many-small-files section copies system to system (POST /v1/transfers beside a tar pipe and scp -3 -r; -1 skips)")
+	f.IntVar(&o.Clients, "clients", 50, "clients of the small-requests section (checksum of an 8-byte file and uptime, beside --clients-peers; -1 skips)")
+	f.DurationVar(&o.ClientsDuration, "clients-duration", 10*time.Second, "length of each run of the small-requests section")
+	f.StringVar(&clientsPeers, "clients-peers", bench.PeerAsyncSSH, "pooled peers of the small-requests section: none or a list of "+strings.Join(bench.AllPeers, ","))
 	return cmd
+}
+
+// paperSections reads the flags of bench paper's per-cipher and small-requests sections.
+func paperSections(o *study.Options, cipherSize, ciphers, clientsPeers string) error {
+	var err error
+	if cipherSize != "none" {
+		if o.CipherSize, err = bench.ParseSize(cipherSize); err != nil {
+			return fmt.Errorf("--cipher-size: %w", err)
+		}
+	}
+	o.Ciphers = []string{}
+	if ciphers != "none" {
+		for _, c := range strings.Split(ciphers, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				o.Ciphers = append(o.Ciphers, c)
+			}
+		}
+	}
+	if o.ClientsPeers, err = bench.ParsePeers(clientsPeers); err != nil {
+		return fmt.Errorf("--clients-peers: %w", err)
+	}
+	if o.ClientsDuration <= 0 {
+		return errors.New("--clients-duration must be positive")
+	}
+	return nil
 }
 
 func newBenchTransferCmd() *cobra.Command {

@@ -59,6 +59,19 @@ type Options struct {
 	// ListEntries is the directory size of the listing section (default 10,000; negative
 	// skips it).
 	ListEntries int
+	// CipherSize is the file the per-cipher section moves (0 skips the section; `bench paper`
+	// defaults to 256 MiB); Ciphers are its ciphers (nil = PaperCiphers; empty skips it).
+	CipherSize int64
+	Ciphers    []string
+	// Clients is the number of clients of the small-requests section (0 or less skips it;
+	// `bench paper` defaults to 50), each run lasting ClientsDuration (default 10s), against
+	// sshapi and ClientsPeers (nil = asyncssh).
+	Clients         int
+	ClientsDuration time.Duration
+	ClientsPeers    []string
+	// SmallFiles is the number of 4 KiB files the many-small-files section copies (0 or less
+	// skips it; `bench paper` defaults to 100,000).
+	SmallFiles int
 }
 
 func (o *Options) defaults() {
@@ -97,6 +110,9 @@ func (o *Options) defaults() {
 	}
 	if o.ListEntries == 0 {
 		o.ListEntries = 10_000
+	}
+	if o.Ciphers == nil {
+		o.Ciphers = PaperCiphers
 	}
 }
 
@@ -174,12 +190,37 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 				return report, fmt.Errorf("transfers per channel count: %w", err)
 			}
 			extra.Transfers.Runs = append(extra.Transfers.Runs, ch.Runs...)
+			extra.Transfers.Meta.Notes = append(extra.Transfers.Meta.Notes, channelsNote)
+			for _, n := range ch.Meta.Notes {
+				if strings.HasPrefix(n, "1-minute load average") {
+					extra.Transfers.Meta.Notes = append(extra.Transfers.Meta.Notes, "channel runs: "+n)
+				}
+			}
+		}
+	}
+	if o.CipherSize > 0 && len(o.Ciphers) > 0 {
+		var err error
+		if extra.Ciphers, err = RunTransfer(ctx, PaperCipherOptions(o.CipherSize, o.Ciphers, o.Progress)); err != nil {
+			return report, fmt.Errorf("ciphers: %w", err)
+		}
+	}
+	if o.SmallFiles > 0 {
+		var err error
+		if extra.Files, err = RunFiles(ctx, PaperFilesOptions(o.SmallFiles, o.Progress)); err != nil {
+			return report, fmt.Errorf("small files: %w", err)
 		}
 	}
 	if o.ListEntries > 0 {
 		var err error
 		if extra.Listing, err = RunListing(ctx, PaperListingOptions(o.ListEntries, o.Progress)); err != nil {
 			return report, fmt.Errorf("listing: %w", err)
+		}
+	}
+	if o.Clients > 0 {
+		var err error
+		if extra.Clients, err = RunClients(ctx, ClientsOptions{Clients: o.Clients, Duration: o.ClientsDuration, Peers: o.ClientsPeers,
+			Python: o.Python, PeersDir: o.PeersDir, Progress: o.Progress}); err != nil {
+			return report, fmt.Errorf("small requests: %w", err)
 		}
 	}
 	report.Meta.Notes = append(report.Meta.Notes, fmt.Sprintf("1-minute load average of the machine when the run started: %s; when it ended: %s (anything above 0 beyond this run's own work means other processes shared the CPUs)", loadStart, loadAverage()))

@@ -157,19 +157,37 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 			return rep, err
 		}
 	}
-	rep.Meta.Notes = []string{
-		fmt.Sprintf("a %d MiB file of random bytes, once per point; MB/s is 10^6 bytes per second of wall time: one HTTP request for upload and download (sshapi streams the body through SFTP on a pooled connection), submit to `succeeded` for a system-to-system transfer (`POST /v1/transfers`, polled every 20 ms), process start to exit for OpenSSH", o.Size>>20),
-		"system-to-system transfers verify with " + o.Verify + " on both systems before they succeed (scp -3 verifies nothing); uploads and downloads do not verify",
-		"with a cipher: sshapi's system is registered with `ciphers: [that cipher]` (golang.org/x/crypto/ssh), OpenSSH runs `sftp -c` that cipher (OpenSSH's own implementation, usually OpenSSL's AES-NI code); the MAC is each side's default for the cipher (none for the AEAD ciphers)",
-		"per channel count: a fresh in-process sshapi for each count n with `http.stripe_max_channels: n` and striping forced (`stripe_min_rtt` 1 ns, an unbounded assumed link rate, `stripe_min_bytes` 1), so every upload and download uses n SFTP channels when the download budget and the pool allow; `auto` is sshapi's defaults (channels from the measured RTT, at most 8; none below 5 ms); the channels used are read from the service's log",
-		"S3 (with --s3): a throwaway versitygw (posix backend on this machine's disk) reached over the same path as the sshd; sshapi moves the file with `POST /v1/transfers` between the sshd's system and the bucket's system, verified by SHA-256 end to end; rclone (Debian's) runs `rclone copyto` between an sftp remote (the same key and sshd) and an s3 remote (provider Other, path-style) with its defaults, checking size and MD5 only",
-		"OpenSSH peers: `sftp -b -` put / get to /dev/null, and `scp -3` relaying through this host, each a fresh process and connection over the same path (the same wanem proxies) as sshapi",
-		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms, each process with the children it waited for (so processes shorter than that count too)",
-		fmt.Sprintf("1-minute load average when the transfer runs started: %s; when they ended: %s", loadStart, loadAverage()),
-		settled,
-	}
+	rep.Meta.Notes = append(transferNotes(o), fmt.Sprintf("1-minute load average when the transfer runs started: %s; when they ended: %s", loadStart, loadAverage()), settled)
 	return rep, nil
 }
+
+// transferNotes say how a transfer bench with o measured: the notes of the runs o asks for.
+func transferNotes(o TransferOptions) []string {
+	notes := []string{
+		fmt.Sprintf("a %d MiB file of random bytes, once per point; MB/s is 10^6 bytes per second of wall time: one HTTP request for upload and download (sshapi streams the body through SFTP on a pooled connection), submit to `succeeded` for a system-to-system transfer (`POST /v1/transfers`, polled every 20 ms), process start to exit for OpenSSH", o.Size>>20),
+	}
+	switch {
+	case len(o.Ciphers) > 0:
+		notes = append(notes, "uploads and downloads do not verify",
+			"with a cipher: sshapi's system is registered with `ciphers: [that cipher]` (golang.org/x/crypto/ssh), OpenSSH runs `sftp -c` that cipher (OpenSSH's own implementation, usually OpenSSL's AES-NI code); the MAC is each side's default for the cipher (none for the AEAD ciphers)")
+	case len(o.Channels) > 0:
+		notes = append(notes, "uploads and downloads do not verify", channelsNote)
+	default:
+		notes = append(notes, "system-to-system transfers verify with "+o.Verify+" on both systems before they succeed (scp -3 verifies nothing); uploads and downloads do not verify")
+		if o.S3 {
+			notes = append(notes, s3Note)
+		}
+	}
+	return append(notes,
+		"OpenSSH peers: `sftp -b -` put / get to /dev/null, and `scp -3` relaying through this host, each a fresh process and connection over the same path (the same wanem proxies) as sshapi",
+		"CPU: user+system seconds of the bench process (which hosts sshapi) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms, each process with the children it waited for (so processes shorter than that count too)")
+}
+
+// channelsNote says how the channel runs measured.
+const channelsNote = "per channel count: a fresh in-process sshapi for each count n with `http.stripe_max_channels: n` and striping forced (`stripe_min_rtt` 1 ns, an unbounded assumed link rate, `stripe_min_bytes` 1), so every upload and download uses n SFTP channels when the download budget and the pool allow; `auto` is sshapi's defaults (channels from the measured RTT, at most 8; none below 5 ms); the channels used are read from the service's log"
+
+// s3Note says how the S3 runs measured.
+const s3Note = "S3 (with --s3): a throwaway versitygw (posix backend on this machine's disk) reached over the same path as the sshd; sshapi moves the file with `POST /v1/transfers` between the sshd's system and the bucket's system, verified by SHA-256 end to end; rclone (Debian's) runs `rclone copyto` between an sftp remote (the same key and sshd) and an s3 remote (provider Other, path-style) with its defaults, checking size and MD5 only"
 
 // runStreams registers two systems on the path (prefix-a, prefix-b) and measures upload,
 // download, system-to-system transfers per stream count and the connection scaling.

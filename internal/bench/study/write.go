@@ -19,10 +19,16 @@ type Sections struct {
 	Transfers *bench.TransferReport
 	// Listing holds the large-directory listing runs.
 	Listing *bench.ListingReport
+	// Ciphers holds the per-cipher uploads and downloads.
+	Ciphers *bench.TransferReport
+	// Clients holds the small requests from many clients at once.
+	Clients *bench.ClientsReport
+	// Files holds the many-small-files transfers.
+	Files *bench.FilesReport
 }
 
 // Write stores report under out: benchmarks.json (with the extra sections' runs under
-// "transfers" and "listing"), img/*.png and benchmarks.md.
+// "transfers", "listing", "ciphers", "clients" and "small_files"), img/*.png and benchmarks.md.
 func Write(report *bench.Report, out string, extra Sections) error {
 	if len(report.Runs) == 0 {
 		return errNoRuns
@@ -33,6 +39,15 @@ func Write(report *bench.Report, out string, extra Sections) error {
 	if extra.Listing != nil && len(extra.Listing.Runs) == 0 {
 		extra.Listing = nil
 	}
+	if extra.Ciphers != nil && len(extra.Ciphers.Runs) == 0 {
+		extra.Ciphers = nil
+	}
+	if extra.Clients != nil && len(extra.Clients.Runs) == 0 {
+		extra.Clients = nil
+	}
+	if extra.Files != nil && len(extra.Files.Runs) == 0 {
+		extra.Files = nil
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return fmt.Errorf("out dir: %w", err)
 	}
@@ -40,7 +55,10 @@ func Write(report *bench.Report, out string, extra Sections) error {
 		*bench.Report
 		Transfers *bench.TransferReport `json:"transfers,omitempty"`
 		Listing   *bench.ListingReport  `json:"listing,omitempty"`
-	}{report, extra.Transfers, extra.Listing}
+		Ciphers   *bench.TransferReport `json:"ciphers,omitempty"`
+		Clients   *bench.ClientsReport  `json:"clients,omitempty"`
+		Files     *bench.FilesReport    `json:"small_files,omitempty"`
+	}{report, extra.Transfers, extra.Listing, extra.Ciphers, extra.Clients, extra.Files}
 	js, err := json.MarshalIndent(merged, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode report: %w", err)
@@ -164,18 +182,30 @@ The best peer at a rate is the one with the fewest failures, then the lowest p99
 	if err := TransferSection(b, extra.Transfers, timgs); err != nil {
 		return err
 	}
+	if err := CipherSection(b, extra.Ciphers); err != nil {
+		return err
+	}
+	if err := FilesSection(b, extra.Files); err != nil {
+		return err
+	}
 	if err := ListingSection(b, extra.Listing); err != nil {
+		return err
+	}
+	if err := ClientsSection(b, extra.Clients); err != nil {
 		return err
 	}
 	b.WriteString(`## Reproduce
 
     make bench-deps     # Python peers into bench/.venv (asyncssh, paramiko; pinned)
-    make paper          # needs root (the sshd test user) and openssh-server; about 14 minutes on 2 cores
+    make paper          # needs root (the sshd test user) and openssh-server
 
 Longer windows: ` + "`./bin/sshapi bench paper --out docs --duration 60s`" + `. Against your own deployment:
 ` + "`sshapi bench commands --url URL --token T --system ID --rates 10,50,90 --compare all --ssh user@host:port --ssh-key FILE --ssh-host-key 'ssh-ed25519 AAAA…'`" + `.
 One section alone: ` + "`sshapi bench transfer --size 256MiB --rtt 50ms --rate 1gbit --channels 1,2,4,8,auto --compare`" + `,
-` + "`sshapi bench listing --entries 10000`" + `.
+` + "`sshapi bench transfer --size 256MiB --compare --ciphers aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes256-ctr`" + `,
+` + "`sshapi bench listing --entries 10000`" + `. Skip or size the paper's sections with ` + "`--transfer-size none`" + `,
+` + "`--channels none`" + `, ` + "`--cipher-size none`" + ` (or ` + "`--ciphers LIST`" + `), ` + "`--small-files -1`" + ` (or a count),
+` + "`--list-entries -1`" + ` and ` + "`--clients -1`" + ` (or a count; ` + "`--clients-duration`" + `, ` + "`--clients-peers`" + `).
 `)
 	return nil
 }

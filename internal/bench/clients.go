@@ -1,0 +1,288 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sshapi/sshapi/internal/openloop"
+)
+
+// Cases of the clients bench: small requests with a fixed number of clients, each sending its
+// next request as soon as its last one is answered (closed loop).
+const (
+	// CaseChecksum is the SHA-256 of an 8-byte file: sshapi's GET …/checksum/{path}, the peers'
+	// `sha256sum FILE` on a pooled connection.
+	CaseChecksum = "checksum"
+	// CaseUptime is `uptime`: sshapi's POST /v1/systems/{id}/commands, the peers' `uptime` on a
+	// pooled connection.
+	CaseUptime = "uptime"
+)
+
+// ClientsRun is one closed-loop run: Clients clients sending one kind of request to one target
+// for a while.
+type ClientsRun struct {
+	// Case is CaseChecksum or CaseUptime; Target is sshapi or a peer; Request says what exactly
+	// the target was asked.
+	Case    string `json:"case"`
+	Target  string `json:"target"`
+	Request string `json:"request"`
+	Clients int    `json:"clients"`
+	// Summary holds the counts, the achieved rate (successful requests per second of wall time)
+	// and the latency percentiles (from each request's send: a closed loop has no schedule).
+	Summary openloop.Summary `json:"summary"`
+	// CPUMs is the bench process's user+system CPU (sshapi when self-hosted, the load generator,
+	// waited-for children) per successful request; SSHDCPUMs that of the sshd process tree;
+	// PeerCPUMs that of the peer's own process (a Python peer), each in milliseconds.
+	CPUMs     float64 `json:"cpu_ms_per_request"`
+	SSHDCPUMs float64 `json:"sshd_cpu_ms_per_request,omitempty"`
+	PeerCPUMs float64 `json:"peer_cpu_ms_per_request,omitempty"`
+}
+
+// ClientsReport is everything one clients bench measured.
+type ClientsReport struct {
+	Meta Meta         `json:"meta"`
+	Runs []ClientsRun `json:"runs"`
+}
+
+// ClientsTarget is one way to make a request of a case: Op makes it once.
+type ClientsTarget struct {
+	Case, Name, Request string
+	Op                  Op
+	// PIDs are processes of the target outside the bench process (a Python peer) whose CPU is
+	// reported as the peer's.
+	PIDs []int
+}
+
+// ClientsBench runs each target with Clients clients for Duration, targets of a case
+// interleaved in the order given.
+type ClientsBench struct {
+	Targets []ClientsTarget
+	// Clients sending at once (default 50); Duration of each run (default 10s); Timeout of one
+	// request (default 30s); Warmup requests before a target's run, Clients at a time (default
+	// 2 × Clients).
+	Clients  int
+	Duration time.Duration
+	Timeout  time.Duration
+	Warmup   int
+	// SSHDPIDs are the sshd master processes whose CPU is reported (none: not reported).
+	SSHDPIDs []int
+	// Progress receives a line per run (nil = quiet).
+	Progress io.Writer
+	// Report receives the runs.
+	Report *ClientsReport
+}
+
+// Run measures every target. A failed request is counted in its run; Run returns only ctx's
+// error.
+func (b *ClientsBench) Run(ctx context.Context) error {
+	if b.Clients <= 0 {
+		b.Clients = 50
+	}
+	if b.Duration <= 0 {
+		b.Duration = 10 * time.Second
+	}
+	if b.Timeout <= 0 {
+		b.Timeout = 30 * time.Second
+	}
+	if b.Warmup <= 0 {
+		b.Warmup = 2 * b.Clients
+	}
+	for _, t := range b.Targets {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.measure(ctx, t)
+	}
+	return ctx.Err()
+}
+
+func (b *ClientsBench) measure(ctx context.Context, t ClientsTarget) {
+	_ = ClosedLoop(ctx, t.Op, b.Clients, b.Warmup, 0, b.Timeout) // warm-up, not recorded
+	cpu0 := selfCPU()
+	peer0 := treeCPU(t.PIDs)
+	var meter *cpuMeter
+	if len(b.SSHDPIDs) > 0 {
+		meter = startCPUMeter(b.SSHDPIDs)
+	}
+	s := ClosedLoop(ctx, t.Op, b.Clients, 0, b.Duration, b.Timeout)
+	cpu := selfCPU() - cpu0
+	peer := treeCPU(t.PIDs) - peer0
+	var sshd float64
+	if meter != nil {
+		sshd = meter.Stop()
+	}
+	s.Target, s.Scenario, s.Command, s.DurationS = t.Name, "clients", t.Case, b.Duration.Seconds()
+	r := ClientsRun{Case: t.Case, Target: t.Name, Request: t.Request, Clients: b.Clients, Summary: s}
+	if s.OK > 0 {
+		r.CPUMs = 1000 * cpu / float64(s.OK)
+		r.SSHDCPUMs = 1000 * sshd / float64(s.OK)
+		r.PeerCPUMs = 1000 * peer / float64(s.OK)
+	}
+	if b.Progress != nil {
+		fmt.Fprintf(b.Progress, "clients %s %s ×%d: %d ok %d failed, %.1f req/s, p50 %.1f ms, p99 %.1f ms, cpu %.2f ms, sshd cpu %.2f ms per request %s\n",
+			t.Case, t.Name, b.Clients, s.OK, s.Failed, s.AchievedRate, s.Latency.P50, s.Latency.P99, r.CPUMs, r.SSHDCPUMs, errorList(s))
+	}
+	b.Report.Runs = append(b.Report.Runs, r)
+}
+
+// treeCPU is the CPU seconds of the processes pids and their descendants, now (0 for none).
+func treeCPU(pids []int) float64 {
+	if len(pids) == 0 {
+		return 0
+	}
+	var total float64
+	for _, t := range procTicks(pids) {
+		total += t.self + t.children
+	}
+	return total / 100
+}
+
+// ClosedLoop runs op with clients goroutines, each sending its next request when its last one
+// is answered: n requests in all when n > 0, otherwise as many as start within d. It returns the
+// summary of what it saw; latency counts from each request's send (there is no schedule to be
+// late against), and Scheduled is the number of requests sent.
+func ClosedLoop(ctx context.Context, op Op, clients, n int, d, timeout time.Duration) Summary {
+	start := time.Now()
+	rec := openloop.NewRecorder(start)
+	deadline := start.Add(d)
+	var mu sync.Mutex
+	sent := 0
+	take := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil || (n > 0 && sent >= n) || (n <= 0 && !time.Now().Before(deadline)) {
+			return false
+		}
+		sent++
+		return true
+	}
+	var wg sync.WaitGroup
+	for range max(clients, 1) {
+		wg.Go(func() {
+			for take() {
+				octx, cancel := context.WithTimeout(ctx, timeout)
+				t0 := time.Now()
+				err := op(octx)
+				rec.Record(t0, t0, time.Now(), err)
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	s := rec.Summary()
+	s.Scheduled = sent
+	return s
+}
+
+// ChecksumOp returns an Op that asks sshapi for the checksum of path on system with algorithm
+// (GET /v1/systems/{id}/checksum/{path}?algorithm=…) and fails unless the answer is want (hex).
+func (a *API) ChecksumOp(system, path, algorithm, want string) Op {
+	p := "/v1/systems/" + url.PathEscape(system) + "/checksum" + escapePath(path) + "?algorithm=" + url.QueryEscape(algorithm)
+	return func(ctx context.Context) error {
+		var res struct {
+			Checksum string `json:"checksum"`
+		}
+		if err := a.Call(ctx, http.MethodGet, p, nil, http.StatusOK, &res); err != nil {
+			return err
+		}
+		if !strings.EqualFold(res.Checksum, want) {
+			return &KindError{K: "wrong checksum", Msg: fmt.Sprintf("got %q, want %q", res.Checksum, want)}
+		}
+		return nil
+	}
+}
+
+// SHA256Hex is the hex SHA-256 of b.
+func SHA256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// RunCommandOp returns an Op that runs command on system through POST
+// /v1/systems/{id}/commands. A non-zero exit is an *ExitError.
+func (a *API) RunCommandOp(system, command string) Op {
+	return a.commandOp("/v1/systems/"+url.PathEscape(system)+"/commands", command)
+}
+
+// PIDs are the processes of a started Python peer target (none for the others).
+func (t *Targets) PIDs(target string) []int {
+	if p := t.py[target]; p != nil && p.cmd != nil && p.cmd.Process != nil {
+		return []int{p.cmd.Process.Pid}
+	}
+	return nil
+}
+
+// WriteMarkdown writes one table per case: every target with its rate, latency and CPU per
+// request, and sshapi's rate and p99 divided by each peer's.
+func (r *ClientsReport) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	var cases []string
+	for _, s := range r.Runs {
+		if !slices.Contains(cases, s.Case) {
+			cases = append(cases, s.Case)
+		}
+	}
+	for _, c := range cases {
+		var runs []ClientsRun
+		var base *ClientsRun
+		for i, s := range r.Runs {
+			if s.Case == c {
+				runs = append(runs, s)
+				if s.Target == BaselineTarget {
+					base = &r.Runs[i]
+				}
+			}
+		}
+		fmt.Fprintf(&b, "#### %s, %d clients\n\n", caseTitle(c), runs[0].Clients)
+		b.WriteString("| target | request | requests | failed | req/s | p50 ms | p99 ms | max ms | CPU ms per request (bench process) | sshd CPU ms per request | peer process CPU ms per request | sshapi ÷ target: req/s | sshapi ÷ target: p99 |\n")
+		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, s := range runs {
+			m := s.Summary
+			failed := fmt.Sprint(m.Failed)
+			if m.Failed > 0 {
+				failed += ": " + strings.ReplaceAll(errorList(m), "|", "/")
+			}
+			rate, p99 := "–", "–"
+			if base != nil && s.Target != BaselineTarget && base.Summary.OK > 0 && m.OK > 0 {
+				rate = fmt.Sprintf("%.2f×", base.Summary.AchievedRate/m.AchievedRate)
+				p99 = fmt.Sprintf("%.2f×", base.Summary.Latency.P99/m.Latency.P99)
+			}
+			sshd, peer := "–", "–"
+			if s.SSHDCPUMs > 0 {
+				sshd = fmt.Sprintf("%.2f", s.SSHDCPUMs)
+			}
+			if s.PeerCPUMs > 0 {
+				peer = fmt.Sprintf("%.2f", s.PeerCPUMs)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %.1f | %s | %s | %s | %.2f | %s | %s | %s | %s |\n", s.Target, s.Request, m.Scheduled, failed,
+				m.AchievedRate, ms(m.Latency.P50, m.OK), ms(m.Latency.P99, m.OK), ms(m.Latency.Max, m.OK), s.CPUMs, sshd, peer, rate, p99)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func caseTitle(c string) string {
+	switch c {
+	case CaseChecksum:
+		return "SHA-256 of an 8-byte file"
+	case CaseUptime:
+		return "`uptime`"
+	}
+	return c
+}
+
+// WriteJSON writes the report to path.
+func (r *ClientsReport) WriteJSON(path string) error {
+	return writeJSON(path, r)
+}

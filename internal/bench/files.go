@@ -1,0 +1,323 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Targets of the many-small-files bench beside sshapi.
+const (
+	// PeerTarPipe is `ssh src 'tar -cf - DIR' | ssh dst 'tar -xf -'`.
+	PeerTarPipe = "openssh tar pipe"
+	// PeerSCP3R is `scp -3 -r`.
+	PeerSCP3R = "openssh-scp-3 -r"
+)
+
+// FilesRun is one copy of a directory tree of many small files from one system to another.
+type FilesRun struct {
+	// Target is sshapi or a peer; How says what ran.
+	Target string `json:"target"`
+	How    string `json:"how"`
+	// Files of FileSize bytes each; Seconds from start to the copy being complete (for sshapi,
+	// submit to `succeeded`); FilesPerSecond is Files / Seconds.
+	Files          int     `json:"files"`
+	FileSize       int64   `json:"file_size"`
+	Seconds        float64 `json:"seconds"`
+	FilesPerSecond float64 `json:"files_per_s"`
+	MBps           float64 `json:"mb_per_s"`
+	// Verified says what checked the copy during the run ("sha256 on both systems", "none").
+	Verified string `json:"verified"`
+	// FilesDone is what sshapi's transfer reported done; SameSystem whether sshapi saw the two
+	// ends as one system (a server-side copy).
+	FilesDone  int64 `json:"files_done,omitempty"`
+	SameSystem bool  `json:"same_system,omitempty"`
+	// RSSBeforeMiB and PeakRSSMiB are the bench process's resident set (it hosts sshapi) before
+	// the run and at its highest during the run (sampled from /proc/self/status every 100 ms).
+	RSSBeforeMiB float64 `json:"rss_before_mib,omitempty"`
+	PeakRSSMiB   float64 `json:"peak_rss_mib,omitempty"`
+	// CPUSeconds of the bench process and its waited-for children; SSHDCPUSeconds of the sshd
+	// process tree.
+	CPUSeconds     float64 `json:"cpu_s"`
+	SSHDCPUSeconds float64 `json:"sshd_cpu_s,omitempty"`
+	// Error is why the run failed, or why its copy did not match the source ("" if neither).
+	Error string `json:"error,omitempty"`
+}
+
+// FilesReport is everything one many-small-files bench measured.
+type FilesReport struct {
+	Meta Meta       `json:"meta"`
+	Runs []FilesRun `json:"runs"`
+}
+
+// FilesBench copies one directory tree from Src to Dst through sshapi's POST /v1/transfers and,
+// with Peers, through an OpenSSH tar pipe and scp -3 -r.
+type FilesBench struct {
+	API      *API
+	Src, Dst TransferEndpoint
+	// SrcDir is the tree on Src (absolute); each target copies it to a directory of its own
+	// named DstBase-<target> on Dst.
+	SrcDir, DstBase string
+	// Files and FileSize describe the tree, for the report.
+	Files    int
+	FileSize int64
+	// Peers adds the OpenSSH runs.
+	Peers bool
+	// Check checks a target's copy (the directory on Dst) against the source; Remove deletes
+	// it after the check. Either may be nil.
+	Check, Remove func(dir string) error
+	// SSHDPIDs are the sshd master processes whose CPU is reported.
+	SSHDPIDs []int
+	// Progress receives a line per run (nil = quiet).
+	Progress io.Writer
+	// Report receives the runs.
+	Report *FilesReport
+}
+
+// Run copies the tree through every target in turn. A failed run is recorded with its error;
+// Run returns only ctx's error.
+func (b *FilesBench) Run(ctx context.Context) error {
+	dst := func(suffix string) string { return b.DstBase + "-" + suffix }
+	b.measure(ctx, BaselineTarget, "`POST /v1/transfers` recursive, verify sha256", "sha256 on both systems", dst("sshapi"), true,
+		func(dir string, r *FilesRun) error {
+			st, err := b.API.waitTransfer(ctx, map[string]any{
+				"source":      map[string]string{"system": b.Src.System, "path": b.SrcDir},
+				"destination": map[string]string{"system": b.Dst.System, "path": dir},
+				"recursive":   true, "verify": "sha256"}, 100*time.Millisecond)
+			r.FilesDone, r.SameSystem = st.FilesDone, st.SameSystem
+			if err == nil && st.FilesDone != int64(b.Files) {
+				err = fmt.Errorf("transfer reports %d files done, want %d", st.FilesDone, b.Files)
+			}
+			return err
+		})
+	if ctx.Err() != nil || !b.Peers {
+		return ctx.Err()
+	}
+	b.measure(ctx, PeerTarPipe, "`ssh src 'tar -cf - DIR' | ssh dst 'tar -xf -'`", "none", dst("tar"), false,
+		func(dir string, _ *FilesRun) error { return b.tarPipe(ctx, dir) })
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	b.measure(ctx, PeerSCP3R, "`scp -3 -r`", "none", dst("scp"), false,
+		func(dir string, _ *FilesRun) error { return b.scp3r(ctx, dir) })
+	return ctx.Err()
+}
+
+func (b *FilesBench) measure(ctx context.Context, target, how, verified, dir string, rss bool, fn func(dir string, r *FilesRun) error) {
+	r := FilesRun{Target: target, How: how, Files: b.Files, FileSize: b.FileSize, Verified: verified}
+	var peak atomic.Int64
+	stopRSS := func() {}
+	if rss {
+		before := selfRSS()
+		r.RSSBeforeMiB = float64(before) / (1 << 20)
+		peak.Store(before)
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for {
+				if v := selfRSS(); v > peak.Load() {
+					peak.Store(v)
+				}
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		var once sync.Once
+		stopRSS = func() { once.Do(func() { close(stop); <-done }) }
+	}
+	cpu0 := selfCPU()
+	var meter *cpuMeter
+	if len(b.SSHDPIDs) > 0 {
+		meter = startCPUMeter(b.SSHDPIDs)
+	}
+	start := time.Now()
+	err := fn(dir, &r)
+	r.Seconds = time.Since(start).Seconds()
+	r.CPUSeconds = selfCPU() - cpu0
+	if meter != nil {
+		r.SSHDCPUSeconds = meter.Stop()
+	}
+	stopRSS()
+	if rss {
+		r.PeakRSSMiB = float64(peak.Load()) / (1 << 20)
+	}
+	if err == nil && b.Check != nil {
+		if cerr := b.Check(dir); cerr != nil {
+			err = fmt.Errorf("copy differs from the source: %w", cerr)
+		}
+	}
+	if b.Remove != nil {
+		_ = b.Remove(dir)
+	}
+	if err != nil {
+		r.Error = truncate(err.Error(), 300)
+	} else if r.Seconds > 0 {
+		r.FilesPerSecond = float64(b.Files) / r.Seconds
+		r.MBps = float64(int64(b.Files)*b.FileSize) / 1e6 / r.Seconds
+	}
+	if b.Progress != nil {
+		peakRSS := ""
+		if rss {
+			peakRSS = fmt.Sprintf(", peak rss %.0f MiB (%.0f before)", r.PeakRSSMiB, r.RSSBeforeMiB)
+		}
+		fmt.Fprintf(b.Progress, "small files %d × %d B %s: %.0f files/s in %.2fs, cpu %.2fs, sshd cpu %.2fs%s %s\n",
+			b.Files, b.FileSize, target, r.FilesPerSecond, r.Seconds, r.CPUSeconds, r.SSHDCPUSeconds, peakRSS, r.Error)
+	}
+	b.Report.Runs = append(b.Report.Runs, r)
+}
+
+// selfRSS is this process's resident set in bytes (0 if unknown).
+func selfRSS() int64 {
+	s, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(s), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// tarPipe streams the source tree with tar from Src to Dst through this host: two ssh
+// processes, one's stdout the other's stdin.
+func (b *FilesBench) tarPipe(ctx context.Context, dir string) error {
+	parent, name := path.Split(strings.TrimRight(b.SrcDir, "/"))
+	src := exec.CommandContext(ctx, "ssh", b.Src.SSH.sshArgs("-T", b.Src.SSH.Host, "tar -C "+shellQuote(parent)+" -cf - "+shellQuote(name))...)
+	dst := exec.CommandContext(ctx, "ssh", b.Dst.SSH.sshArgs("-T", b.Dst.SSH.Host,
+		"mkdir "+shellQuote(dir)+" && tar -C "+shellQuote(dir)+" --strip-components=1 -xf -")...)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("tar pipe: %w", err)
+	}
+	var srcErr, dstErr strings.Builder
+	src.Stdout, src.Stderr = pw, &srcErr
+	dst.Stdin, dst.Stderr = pr, &dstErr
+	if err := src.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return fmt.Errorf("tar pipe: %w", err)
+	}
+	pw.Close()
+	if err := dst.Start(); err != nil {
+		pr.Close()
+		_ = src.Wait()
+		return fmt.Errorf("tar pipe: %w", err)
+	}
+	pr.Close()
+	e1, e2 := src.Wait(), dst.Wait()
+	if e1 != nil {
+		return fmt.Errorf("tar pipe, source: %w: %s", e1, truncate(strings.TrimSpace(srcErr.String()), 200))
+	}
+	if e2 != nil {
+		return fmt.Errorf("tar pipe, destination: %w: %s", e2, truncate(strings.TrimSpace(dstErr.String()), 200))
+	}
+	return nil
+}
+
+// scp3r copies the source tree with scp -3 -r (relayed through this host) to dir.
+func (b *FilesBench) scp3r(ctx context.Context, dir string) error {
+	tb := TransferBench{Src: b.Src, Dst: b.Dst}
+	return tb.scp3(ctx, b.SrcDir, dir, "-r")
+}
+
+// transferState is what the bench reads of a transfer.
+type transferState struct {
+	ID         string `json:"id"`
+	Status     string `json:"status"`
+	Streams    int    `json:"streams"`
+	FilesDone  int64  `json:"files_done"`
+	SameSystem bool   `json:"same_system"`
+	Error      string `json:"error"`
+}
+
+// waitTransfer submits a transfer (POST /v1/transfers with body), polls it every poll until it
+// is terminal and returns its last state; it fails unless the transfer succeeded. When ctx ends
+// it cancels the transfer.
+func (a *API) waitTransfer(ctx context.Context, body map[string]any, poll time.Duration) (transferState, error) {
+	var t transferState
+	if err := a.Call(ctx, "POST", "/v1/transfers", body, http.StatusAccepted, &t); err != nil {
+		return t, fmt.Errorf("submit transfer: %w", err)
+	}
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		switch t.Status {
+		case "succeeded":
+			return t, nil
+		case "failed", "canceled":
+			return t, fmt.Errorf("transfer %s %s: %s", t.ID, t.Status, t.Error)
+		}
+		select {
+		case <-ctx.Done():
+			_ = a.Call(context.Background(), "DELETE", "/v1/transfers/"+t.ID, nil, http.StatusOK, nil)
+			return t, ctx.Err()
+		case <-tick.C:
+		}
+		id := t.ID
+		if err := a.Call(ctx, "GET", "/v1/transfers/"+id, nil, http.StatusOK, &t); err != nil {
+			return t, fmt.Errorf("poll transfer: %w", err)
+		}
+	}
+}
+
+// WriteMarkdown writes the runs as one table with files/s, seconds, CPU and sshapi's peak RSS,
+// and each peer's time divided by sshapi's.
+func (r *FilesReport) WriteMarkdown(w io.Writer) error {
+	if len(r.Runs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	var base *FilesRun
+	for i, s := range r.Runs {
+		if s.Target == BaselineTarget {
+			base = &r.Runs[i]
+		}
+	}
+	f := r.Runs[0]
+	fmt.Fprintf(&b, "#### %d files of %d bytes, system to system\n\n", f.Files, f.FileSize)
+	b.WriteString("| target | how | verified | files/s | seconds | MB/s | CPU s (bench process + clients) | sshd CPU s | peak RSS MiB (bench process, hosts sshapi) | sshapi ÷ target (files/s) |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range r.Runs {
+		rate, ratio, rss, sshd := fmt.Sprintf("%.0f", s.FilesPerSecond), "–", "–", "–"
+		if s.Error != "" {
+			rate = "failed: " + truncate(strings.ReplaceAll(s.Error, "|", "/"), 100)
+		} else if base != nil && base.Error == "" && s.Target != BaselineTarget && s.FilesPerSecond > 0 {
+			ratio = fmt.Sprintf("%.2f×", base.FilesPerSecond/s.FilesPerSecond)
+		}
+		if s.PeakRSSMiB > 0 {
+			rss = fmt.Sprintf("%.0f (%.0f before)", s.PeakRSSMiB, s.RSSBeforeMiB)
+		}
+		if s.SSHDCPUSeconds > 0 {
+			sshd = fmt.Sprintf("%.2f", s.SSHDCPUSeconds)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f | %.1f | %.2f | %s | %s | %s |\n", s.Target, strings.ReplaceAll(s.How, "|", `\|`), s.Verified, rate, s.Seconds, s.MBps, s.CPUSeconds, sshd, rss, ratio)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the report to path.
+func (r *FilesReport) WriteJSON(path string) error {
+	return writeJSON(path, r)
+}
