@@ -40,6 +40,9 @@ var ErrBusy = errors.New("too many job watchers")
 // watches its jobs. Start and Stop own its goroutines.
 type Poller[K comparable] struct {
 	cfg PollerConfig
+	// judged, when set (by tests, before any Wait), is called each time a Wait has judged the
+	// job from a snapshot, so a test can know that a waiter saw the job before it breaks things.
+	judged func(id string)
 
 	mu      sync.Mutex
 	feeds   map[K]*feed
@@ -396,6 +399,9 @@ func (p *Poller[K]) Wait(ctx context.Context, key K, s *Slurm, user, id, want st
 				return j, err
 			}
 			j = next
+			if p.judged != nil {
+				p.judged(id)
+			}
 			if j.Reached(want) {
 				return j, nil
 			}

@@ -270,6 +270,17 @@ func TestSlurm(t *testing.T) {
 	t.Run("controller down", func(t *testing.T) {
 		id := e.submit(t, Spec{Script: "#!/bin/sh\nsleep 9\n", WorkingDir: e.dir, Output: "/dev/null"})
 		e.wait(t, id, "running")
+		// The waiter must have seen the job before the controller stops: a wait that starts
+		// during the outage answers ErrUnavailable at once (503 to an API client), which is
+		// not what this case is about.
+		seen := make(chan struct{})
+		var once sync.Once
+		e.poller.judged = func(jid string) {
+			if jid == id {
+				once.Do(func() { close(seen) })
+			}
+		}
+		defer func() { e.poller.judged = nil }()
 		done := make(chan *Job, 1)
 		go func() {
 			wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -277,6 +288,13 @@ func TestSlurm(t *testing.T) {
 			j, _ := e.poller.Wait(wctx, e.key, e.slurm, user, id, "finished")
 			done <- j
 		}()
+		select {
+		case <-seen:
+		case j := <-done:
+			t.Fatalf("the watch ended before the outage: %+v", j)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the watch never judged the job")
+		}
 		t0 := time.Now()
 		if err := e.cluster.StopController(); err != nil {
 			t.Fatal(err)
