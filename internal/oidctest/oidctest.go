@@ -9,19 +9,19 @@ import (
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sshapi/sshapi/internal/toolbin"
 )
 
 // Username and Password sign in at the provider's login form (the example's first user);
@@ -114,73 +114,10 @@ func FreeAddr(tb testing.TB) string {
 	return ln.Addr().String()
 }
 
-var buildMu sync.Mutex
-
-// Binary returns the provider's binary, building it from tools/oidcop into build/bin/oidcop
-// if it is missing or older than that module's go.mod or main.go ($SSHAPI_OIDCOP overrides).
+// Binary returns the provider's binary, built from tools/oidcop into build/bin/oidcop when it is
+// missing or older than that module's go.mod or main.go ($SSHAPI_OIDCOP overrides).
 func Binary() (string, error) {
-	if p := os.Getenv("SSHAPI_OIDCOP"); p != "" {
-		return p, nil
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	src := filepath.Join(root, "tools", "oidcop")
-	bin := filepath.Join(root, "build", "bin", "oidcop")
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	lock, err := os.OpenFile(filepath.Join(src, ".build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	// Test binaries of several packages run at once: one builds, the others wait.
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", err
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if fresh(bin, filepath.Join(src, "go.mod"), filepath.Join(src, "main.go")) {
-		return bin, nil
-	}
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = src
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build oidcop: %w: %s", err, out)
-	}
-	return bin, nil
-}
-
-func fresh(bin string, srcs ...string) bool {
-	b, err := os.Stat(bin)
-	if err != nil {
-		return false
-	}
-	for _, src := range srcs {
-		s, err := os.Stat(src)
-		if err != nil || !b.ModTime().After(s.ModTime()) {
-			return false
-		}
-	}
-	return true
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/sshapi/sshapi\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("oidctest: sshapi's module root not found above the working directory")
-		}
-		dir = parent
-	}
+	return toolbin.Binary("oidcop", "SSHAPI_OIDCOP", ".", "go.mod", "main.go")
 }
 
 func randomHex(n int) string {

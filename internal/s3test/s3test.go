@@ -16,8 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,6 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/sshapi/sshapi/internal/toolbin"
 )
 
 // Server is a running versitygw.
@@ -185,69 +185,10 @@ func (s *Server) Bucket(tb testing.TB) string {
 	return name
 }
 
-var buildMu sync.Mutex
-
-// Binary returns the versitygw binary, building it once (from tools/versitygw into
-// build/bin/versitygw under the module root) when $SSHAPI_VERSITYGW is not set.
+// Binary returns the versitygw binary, built from tools/versitygw into build/bin/versitygw under
+// the module root when missing or older than that module's go.mod ($SSHAPI_VERSITYGW overrides).
 func Binary() (string, error) {
-	if p := os.Getenv("SSHAPI_VERSITYGW"); p != "" {
-		return p, nil
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(root, "build", "bin", "versitygw")
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	lock, err := os.OpenFile(filepath.Join(root, "tools", "versitygw", ".build.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	// Test binaries of several packages run at once: one builds, the others wait.
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", err
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if fresh(bin, filepath.Join(root, "tools", "versitygw", "go.mod")) {
-		return bin, nil
-	}
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/versity/versitygw/cmd/versitygw")
-	cmd.Dir = filepath.Join(root, "tools", "versitygw")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build versitygw: %w: %s", err, out)
-	}
-	return bin, nil
-}
-
-// fresh reports whether bin exists and is newer than src.
-func fresh(bin, src string) bool {
-	b, err := os.Stat(bin)
-	if err != nil {
-		return false
-	}
-	s, err := os.Stat(src)
-	return err == nil && b.ModTime().After(s.ModTime())
-}
-
-// moduleRoot finds sshapi's module root above the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/sshapi/sshapi\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("s3test: sshapi's module root not found above the working directory")
-		}
-		dir = parent
-	}
+	return toolbin.Binary("versitygw", "SSHAPI_VERSITYGW", "github.com/versity/versitygw/cmd/versitygw", "go.mod")
 }
 
 func randomHex(n int) string {
