@@ -80,6 +80,11 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/systems/{id}/tail/{path...}", false, s.excerpt(true)},
 		{"GET", "/v1/systems/{id}/filetype/{path...}", false, s.fileType},
 		{"GET", "/v1/systems/{id}/df/{path...}", false, s.diskUsage},
+		{"OPTIONS", "/v1/systems/{id}/uploads", false, s.tusOptions},
+		{"POST", "/v1/systems/{id}/uploads", false, s.tusCreate},
+		{"HEAD", "/v1/systems/{id}/uploads/{upload_id}", false, s.tusHead},
+		{"PATCH", "/v1/systems/{id}/uploads/{upload_id}", false, s.tusPatch},
+		{"DELETE", "/v1/systems/{id}/uploads/{upload_id}", false, s.tusDelete},
 
 		{"POST", "/v1/systems/{id}/jobs", false, s.submitJob},
 		{"GET", "/v1/systems/{id}/jobs", false, s.listJobs},
@@ -321,7 +326,8 @@ func (s *Server) checkEnabled(rt route, r *http.Request) error {
 
 // streamsBody reports whether a route reads a large body itself (uploads); those are not capped.
 func (s *Server) streamsBody(rt route) bool {
-	return (strings.HasPrefix(rt.pattern, "/v1/systems/{id}/content/") || strings.HasPrefix(rt.pattern, "/v1/links/")) && rt.method != "GET"
+	return (strings.HasPrefix(rt.pattern, "/v1/systems/{id}/content/") || strings.HasPrefix(rt.pattern, "/v1/links/") ||
+		strings.HasPrefix(rt.pattern, "/v1/systems/{id}/uploads")) && rt.method != "GET"
 }
 
 func (s *Server) observe(rt route, r *http.Request, sw *statusWriter, start time.Time, user string) {
