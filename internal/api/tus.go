@@ -321,6 +321,13 @@ func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, u *store.U
 				return err
 			}
 			h.Write(buf[:n])
+			if u.Offset+int64(n) == u.Length {
+				// The last bytes are committed by the rename (tusFinish), not here: were they
+				// committed first, a HEAD after a failed rename would tell the client that
+				// the upload is complete.
+				u.Offset = u.Length
+				return nil
+			}
 			state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
 			if err != nil {
 				return err
@@ -342,7 +349,8 @@ func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, u *store.U
 }
 
 // tusFinish verifies the digest (a mismatch removes the part file and the upload: 422) and
-// renames the part file into place.
+// renames the part file into place. If the connection failed on the way, the upload stays at
+// its last committed offset (before the last chunk), for the client to send that chunk again.
 func (s *Server) tusFinish(r *http.Request, fsys *files.FS, u *store.Upload, h hash.Hash) error {
 	ctx := r.Context()
 	dbctx := context.WithoutCancel(ctx)
@@ -354,7 +362,9 @@ func (s *Server) tusFinish(r *http.Request, fsys *files.FS, u *store.Upload, h h
 	}
 	_, err := fsys.FinishResumable(ctx, u.Dest, u.PartName, u.Length, u.Overwrite)
 	if err != nil {
-		_ = s.deps.Store.DeleteUpload(dbctx, u.Owner, u.ID) // the part file is gone
+		if !errors.Is(err, files.ErrConnection) {
+			_ = s.deps.Store.DeleteUpload(dbctx, u.Owner, u.ID) // FinishResumable removed the part file
+		}
 		return err
 	}
 	if n := noteOf(r); n != nil {

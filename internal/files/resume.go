@@ -120,7 +120,8 @@ func (r *ResumableFile) Close() error {
 // FinishResumable cuts the part file of an upload to p at size (the committed length: a failed
 // write may have left more), gives it its mode (an overwritten file's, else DefaultFileMode) and
 // renames it into place, atomically replacing an existing file with overwrite (without it an
-// existing file is fs.ErrExist). On failure the part file is removed.
+// existing file is fs.ErrExist). On failure the part file is removed, unless the connection
+// failed (ErrConnection): then it stays for the caller to try again.
 func (f *FS) FinishResumable(ctx context.Context, p, part string, size int64, overwrite bool) (*Entry, error) {
 	const op = "upload"
 	abs, tmp, err := f.partPath(ctx, op, p, part)
@@ -141,7 +142,9 @@ func (f *FS) FinishResumable(ctx context.Context, p, part string, size int64, ov
 		err = f.rename(op, tmp, abs, overwrite)
 	}
 	if err != nil {
-		_ = f.c.Remove(tmp)
+		if !errors.Is(err, ErrConnection) {
+			_ = f.c.Remove(tmp)
+		}
 		return nil, err
 	}
 	return f.stat(ctx, op, abs, false)
