@@ -18,10 +18,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sshapi/sshapi/internal/access"
+	sshclient "github.com/sshapi/sshapi/internal/client"
 	"github.com/sshapi/sshapi/internal/files"
 	"github.com/sshapi/sshapi/internal/pgtest"
 	"github.com/sshapi/sshapi/internal/sshpool"
@@ -276,17 +278,29 @@ func TestTusChecksumMismatchLeavesNothing(t *testing.T) {
 // cutProxy forwards connections to target and cuts each one (both directions) once limit
 // bytes of request went through.
 func cutProxy(t *testing.T, target string, limit int64) string {
+	u, _ := cutFirstProxy(t, target, limit, -1)
+	return u
+}
+
+// cutFirstProxy is cutProxy cutting only the first cuts connections (-1: all); the others are
+// forwarded whole. It also returns the count of connections accepted.
+func cutFirstProxy(t *testing.T, target string, limit int64, cuts int64) (string, *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	n := new(atomic.Int64)
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			lim := limit
+			if cuts >= 0 && n.Add(1) > cuts {
+				lim = 1 << 62
 			}
 			go func() {
 				s, err := net.Dial("tcp", target)
@@ -295,13 +309,13 @@ func cutProxy(t *testing.T, target string, limit int64) string {
 					return
 				}
 				go func() { _, _ = io.Copy(c, s); c.Close() }()
-				_, _ = io.CopyN(s, c, limit)
+				_, _ = io.CopyN(s, c, lim)
 				c.Close()
 				s.Close()
 			}()
 		}
 	}()
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), n
 }
 
 func TestTusResumeAfterCutConnection(t *testing.T) {
@@ -561,5 +575,34 @@ func TestTusTwoInstancesOnPostgres(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(dir, "pg.bin")); !bytes.Equal(got, data) {
 		t.Fatal("content differs")
+	}
+}
+
+// TestTusGoClientResumes: the CLI's client (internal/client) continues from the committed offset
+// after its connection is cut in the middle of its PATCH.
+func TestTusGoClientResumes(t *testing.T) {
+	e := newEnv(t)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	data := randomBytes(5<<20 + 99)
+	proxy, conns := cutFirstProxy(t, strings.TrimPrefix(e.url, "http://"), 2<<20, 1)
+	c := sshclient.New(proxy, e.token("alice"))
+	var offsets []int64
+	err := c.UploadResumable(t.Context(), "hpc", dir+"/go.bin", bytes.NewReader(data), int64(len(data)),
+		sshclient.ResumableOptions{SHA256: sha256Hex(data), Progress: func(off int64) { offsets = append(offsets, off) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "go.bin")); !bytes.Equal(got, data) {
+		t.Fatal("content differs")
+	}
+	if conns.Load() < 2 {
+		t.Fatalf("%d connections: the first was not cut", conns.Load())
+	}
+	if len(offsets) != 1 || offsets[0] != int64(len(data)) {
+		t.Fatalf("progress %v: want one PATCH after the cut, to the end", offsets)
+	}
+	if names := onlyFiles(t, dir); len(names) != 1 {
+		t.Fatalf("left behind: %v", names)
 	}
 }
