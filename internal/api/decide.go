@@ -53,6 +53,9 @@ func (s *Server) decide(r *http.Request) (*access.Decision, error) {
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		level = access.Read
 	}
+	if w, _ := r.Context().Value(tusWriteKey{}).(bool); w {
+		level = access.Write // a resumable upload's HEAD decides as its writes do
+	}
 	paths, ok := r.Context().Value(opPathsKey{}).([]string)
 	if !ok {
 		paths = []string{urlPath(r)}

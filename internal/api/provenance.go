@@ -85,7 +85,7 @@ func audited(rt route) bool {
 		return false
 	case strings.Contains(rt.pattern, "{path...}"), strings.HasPrefix(rt.pattern, "/v1/systems/{id}/ops/"):
 		return true
-	case rt.method == http.MethodGet:
+	case rt.method == http.MethodGet, rt.method == http.MethodHead, rt.method == http.MethodOptions:
 		return false
 	}
 	return !selfAudited[rt.method+" "+rt.pattern]
@@ -106,6 +106,14 @@ func operation(rt route, r *http.Request) string {
 		return "files.upload"
 	case strings.HasPrefix(rt.pattern, "/v1/systems/{id}/files/"):
 		return "files.delete"
+	case strings.HasPrefix(rt.pattern, "/v1/systems/{id}/uploads"): // resumable (tus)
+		switch rt.method {
+		case http.MethodPost:
+			return "files.upload.create"
+		case http.MethodDelete:
+			return "files.upload.terminate"
+		}
+		return "files.upload"
 	case rt.pattern == "/v1/systems/{id}/jobs":
 		return "jobs.submit"
 	case rt.pattern == "/v1/systems/{id}/jobs/{job_id}" && rt.method == http.MethodDelete:

@@ -83,6 +83,12 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/systems/{id}/tail/{path...}", false, s.byKind(s.excerpt(true), s.excerptObject(true))},
 		{"GET", "/v1/systems/{id}/filetype/{path...}", false, s.byKind(s.fileType, unsupportedOn(storage.Commands, "file type"))},
 		{"GET", "/v1/systems/{id}/df/{path...}", false, s.byKind(s.diskUsage, unsupportedOn(storage.Commands, "disk usage"))},
+		// Resumable uploads (tus) decide on the upload's destination path (tusDecide), not the URL.
+		{"OPTIONS", "/v1/systems/{id}/uploads", false, s.tusOptions},
+		{"POST", "/v1/systems/{id}/uploads", false, s.tusCreate},
+		{"HEAD", "/v1/systems/{id}/uploads/{upload_id}", false, s.tusHead},
+		{"PATCH", "/v1/systems/{id}/uploads/{upload_id}", false, s.tusPatch},
+		{"DELETE", "/v1/systems/{id}/uploads/{upload_id}", false, s.tusDelete},
 
 		{"POST", "/v1/systems/{id}/jobs", false, s.submitJob},
 		{"GET", "/v1/systems/{id}/jobs", false, s.listJobs},
@@ -324,7 +330,8 @@ func (s *Server) checkEnabled(rt route, r *http.Request) error {
 
 // streamsBody reports whether a route reads a large body itself (uploads); those are not capped.
 func (s *Server) streamsBody(rt route) bool {
-	return (strings.HasPrefix(rt.pattern, "/v1/systems/{id}/content/") || strings.HasPrefix(rt.pattern, "/v1/links/")) && rt.method != "GET"
+	return (strings.HasPrefix(rt.pattern, "/v1/systems/{id}/content/") || strings.HasPrefix(rt.pattern, "/v1/links/") ||
+		strings.HasPrefix(rt.pattern, "/v1/systems/{id}/uploads")) && rt.method != "GET"
 }
 
 func (s *Server) observe(rt route, r *http.Request, sw *statusWriter, start time.Time, user string) {

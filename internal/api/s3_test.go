@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -406,6 +407,11 @@ func TestS3FileRoutes(t *testing.T) {
 		if r.status != 409 || r.json(t)["capability"] != tc.capability {
 			t.Errorf("%s %s: want 409 naming %s, got %d %s", tc.method, tc.path, tc.capability, r.status, r.body)
 		}
+	}
+	// Resumable uploads write SFTP part files: a bucket refuses them by name (PUT is the way).
+	meta := "path " + base64.StdEncoding.EncodeToString([]byte("/docs/r.bin"))
+	if r := e.do("alice", "POST", "/v1/systems/bkt/uploads", nil, "Tus-Resumable", "1.0.0", "Upload-Length", "3", "Upload-Metadata", meta); r.status != 409 || r.json(t)["capability"] != "resumable_uploads" {
+		t.Errorf("tus create on a bucket: want 409 naming resumable_uploads, got %d %s", r.status, r.body)
 	}
 }
 

@@ -103,6 +103,18 @@ type Config struct {
 	// by default one `find -printf` on the server lists them, falling back to SFTP where GNU
 	// find is missing.
 	ListSFTPOnly bool `yaml:"list_sftp_only" env:"LIST_SFTP_ONLY"`
+	// TusMaxSize is the largest resumable upload, in bytes (Tus-Max-Size; default 1 TiB).
+	TusMaxSize int64 `yaml:"tus_max_size" env:"TUS_MAX_SIZE"`
+	// TusMaxOpenPerOwner bounds each user's unfinished resumable uploads (default 100) and
+	// TusMaxBytesPerOwner the sum of their lengths (default 4 TiB).
+	TusMaxOpenPerOwner  int   `yaml:"tus_max_open_per_owner" env:"TUS_MAX_OPEN_PER_OWNER"`
+	TusMaxBytesPerOwner int64 `yaml:"tus_max_bytes_per_owner" env:"TUS_MAX_BYTES_PER_OWNER"`
+	// TusExpiry is how long a resumable upload may take from its creation (default 24h); then
+	// its part file is swept.
+	TusExpiry time.Duration `yaml:"tus_expiry" env:"TUS_EXPIRY"`
+	// TusLease is how long a PATCH holds an upload without committing bytes before another
+	// request may take it over (default 30s; it is renewed with every committed chunk).
+	TusLease time.Duration `yaml:"tus_lease" env:"TUS_LEASE"`
 }
 
 // withDefaults fills unset fields with their defaults.
@@ -129,6 +141,11 @@ func (c Config) withDefaults() Config {
 		c.StripeLinkRate = 1.25e9
 	}
 	setDefault(&c.ListMaxWindow, 100_000)
+	setDefault(&c.TusMaxSize, 1<<40)
+	setDefault(&c.TusMaxOpenPerOwner, 100)
+	setDefault(&c.TusMaxBytesPerOwner, 4<<40)
+	setDefault(&c.TusExpiry, 24*time.Hour)
+	setDefault(&c.TusLease, 30*time.Second)
 	if c.ListStreamDirBytes == 0 {
 		c.ListStreamDirBytes = 64 << 10
 	}

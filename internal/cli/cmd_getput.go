@@ -21,6 +21,7 @@ type getPutOptions struct {
 	progress  progressOptions
 	noVerify  bool
 	noClobber bool
+	resumable bool
 }
 
 func (o *getPutOptions) addFlags(cmd *cobra.Command) {
@@ -118,8 +119,12 @@ func newPutCmd() *cobra.Command {
 	}
 	o.addFlags(cmd)
 	cmd.Flags().BoolVarP(&o.noClobber, "no-clobber", "n", false, "fail if the remote file exists")
+	cmd.Flags().BoolVar(&o.resumable, "resumable", false, fmt.Sprintf("upload through the resumable (tus) endpoint, which continues from the server's committed offset after a lost connection (always for files of %d MiB and more)", resumableFrom>>20))
 	return cmd
 }
+
+// resumableFrom is the size from which put uploads through the resumable (tus) endpoint.
+const resumableFrom = 64 << 20
 
 func runPut(cmd *cobra.Command, c *client.Client, o getPutOptions, local string, dst remote) error {
 	ctx := cmd.Context()
@@ -154,6 +159,24 @@ func runPut(cmd *cobra.Command, c *client.Client, o getPutOptions, local string,
 		}
 	}
 	bar := o.progress.newBar(cmd.ErrOrStderr(), st.Size(), filepath.Base(local))
+	if o.resumable || st.Size() >= resumableFrom {
+		err := c.UploadResumable(ctx, dst.system, dst.path, f, st.Size(), client.ResumableOptions{SHA256: sum, Overwrite: !o.noClobber,
+			Progress: func(off int64) {
+				if bar != nil {
+					_ = bar.Set64(off)
+				}
+			}})
+		if client.IsStatus(err, http.StatusUnprocessableEntity) {
+			return fmt.Errorf("put %s: the server received different bytes (file changed while uploading?); nothing was written: %w", dst, err)
+		}
+		if err != nil {
+			return fmt.Errorf("put %s: %w", dst, err)
+		}
+		if bar != nil {
+			_ = bar.Finish()
+		}
+		return nil
+	}
 	res, err := c.Upload(ctx, dst.system, dst.path, barReader(f, bar), st.Size(), sum, !o.noClobber)
 	if err != nil {
 		if client.IsStatus(err, http.StatusUnprocessableEntity) {

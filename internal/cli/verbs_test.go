@@ -117,7 +117,11 @@ func TestClientVerbs(t *testing.T) {
 	if !strings.Contains(errOut, "100%") || !regexp.MustCompile(`[0-9.]+ [kMGT]?B/s`).MatchString(errOut) {
 		t.Errorf("put --progress drew no bar with rate: %q", errOut)
 	}
-	for _, p := range []string{"a/big.bin", "a/b/big.bin", "a/c.bin"} {
+	_, _, errOut = sshapi(t, "put", "--resumable", "--progress", src, r+"/a/b/tus.bin") // through the tus endpoint
+	if !strings.Contains(errOut, "100%") {
+		t.Errorf("put --resumable drew no bar: %q", errOut)
+	}
+	for _, p := range []string{"a/big.bin", "a/b/big.bin", "a/c.bin", "a/b/tus.bin"} {
 		got, err := os.ReadFile(filepath.Join(e.remote, p))
 		if err != nil || !bytes.Equal(got, data) {
 			t.Errorf("remote %s: %v (%d bytes)", p, err, len(got))

@@ -56,6 +56,7 @@ type Service struct {
 	jobs     *jobs.Service
 	api      *api.Server
 	ui       *ui.Server // nil when the web interface is disabled
+	uploads  *api.UploadSweeper
 	access   *access.Resolver
 	guardPG  *guard.Postgres // nil on SQLite
 	http     *http.Server
@@ -174,7 +175,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 		Store: db, Keyring: keyring, Pool: pool, Verifier: verifier, Transfers: engine, Access: acc, Jobs: js,
 		Log: log.With("component", "api"), Registry: reg, Version: Version, Network: network, Sessions: sessions,
 	})
-	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, jobs: js, api: srv, access: acc, guardPG: guardPG, ui: web, served: make(chan error, 1)}, nil
+	return &Service{cfg: cfg, log: log, cert: cert, db: db, verifier: verifier, pool: pool, tdb: tdb, engine: engine, jobs: js, api: srv, uploads: srv.UploadSweeper(0), access: acc, guardPG: guardPG, ui: web, served: make(chan error, 1)}, nil
 }
 
 // Start listens on the configured address and serves in the background.
@@ -188,6 +189,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.access.Start(ctx) // audit retention
 	s.jobs.Start()
+	s.uploads.Start(ctx) // removes expired resumable uploads' part files
 	if s.ui != nil {
 		s.ui.Start(ctx) // deletes expired sessions
 	}
@@ -244,6 +246,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	s.access.Stop()
 	s.jobs.Stop()
+	s.uploads.Stop()
 	if s.ui != nil {
 		s.ui.Stop()
 	}

@@ -69,6 +69,9 @@ const (
 	ServerCopy Capability = "server_copy"
 	// Commands: shell commands can run beside the files (checksums and tar on the server).
 	Commands Capability = "commands"
+	// ResumableUploads: the API's tus endpoint (/v1/systems/{id}/uploads) can write to it. It
+	// writes SFTP part files, so only the SFTP backend has it.
+	ResumableUploads Capability = "resumable_uploads"
 )
 
 // Capabilities is what a backend declares about itself.

@@ -189,6 +189,8 @@ type Store interface {
 	AccessStore
 	// SessionStore holds the web interface's sessions and pending sign-ins.
 	SessionStore
+	// UploadStore holds resumable uploads in progress.
+	UploadStore
 	// Ping checks that the database is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the database.

@@ -286,14 +286,30 @@ func TestBrowser(t *testing.T) {
 	waitJS(t, ctx, "the error", `!document.getElementById("error").hidden && document.getElementById("error-text").textContent.length > 10`)
 	screenshot(t, ctx, "ui-error")
 
-	// Upload a file through the file picker: verified (SHA-256) and renamed into place.
-	payload := make([]byte, 3<<20+17)
+	// Upload a file through the file picker, resumably (tus): the first PATCH is cut after
+	// half its body reached the server (fetch then fails as on a dropped connection); the page
+	// asks the committed offset with HEAD, sends the rest, and the server verifies the SHA-256
+	// and renames the file into place.
+	payload := make([]byte, 10<<20+17)
 	_, _ = rand.Read(payload)
 	local := filepath.Join(t.TempDir(), "upload.bin")
 	if err := os.WriteFile(local, payload, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	step(t, ctx, "dismiss the error", chromedp.Click(chromedp.ID("error-close")))
+	evalJS[bool](t, ctx, `(() => {
+		const real = window.fetch;
+		window.cuts = 0;
+		window.fetch = async (url, opts = {}) => {
+			if (opts.method === "PATCH" && window.cuts === 0) {
+				window.cuts++;
+				await real(url, { ...opts, body: opts.body.slice(0, opts.body.size / 2) });
+				throw new TypeError("Failed to fetch");
+			}
+			return real(url, opts);
+		};
+		return true;
+	})()`)
 	step(t, ctx, "choose a file", chromedp.SetUploadFiles(chromedp.ID("upload-input"), []string{local}))
 	waitJS(t, ctx, "the uploaded file", rowJS("upload.bin")+` !== undefined && document.getElementById("upload-status").textContent.startsWith("Uploaded 1 of 1")`)
 	if b, err := os.ReadFile(filepath.Join(dir, "upload.bin")); err != nil || !bytes.Equal(b, payload) {
@@ -301,6 +317,12 @@ func TestBrowser(t *testing.T) {
 	}
 	if !evalJS[bool](t, ctx, `document.getElementById("error").hidden`) {
 		t.Fatalf("upload error: %s", evalJS[string](t, ctx, `document.getElementById("error-text").textContent`))
+	}
+	if n := evalJS[int](t, ctx, `window.cuts`); n != 1 {
+		t.Fatalf("%d PATCHes cut", n)
+	}
+	if n := evalJS[int](t, ctx, `Object.keys(localStorage).filter((k) => k.startsWith("sshapi.tus")).length`); n != 0 {
+		t.Fatalf("%d resume entries left in localStorage after success", n)
 	}
 	screenshot(t, ctx, "ui-upload")
 

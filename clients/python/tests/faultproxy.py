@@ -111,7 +111,7 @@ class FaultProxy:
                 self.wfile.write(data)
                 conn.close()
 
-            do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = _handle
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_PATCH = _handle
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

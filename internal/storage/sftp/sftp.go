@@ -51,7 +51,7 @@ func (b *Backend) local(p string) string {
 // Capabilities implements storage.Backend.
 func (b *Backend) Capabilities() storage.Capabilities {
 	return storage.Capabilities{Kind: "sftp", Has: []storage.Capability{storage.Directories, storage.AtomicRename,
-		storage.Modes, storage.Symlinks, storage.ServerCopy, storage.Commands}}
+		storage.Modes, storage.Symlinks, storage.ServerCopy, storage.Commands, storage.ResumableUploads}}
 }
 
 // entry converts a files.Entry.

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"AuditBatch", testAuditBatch},
 		{"Sessions", testSessions},
 		{"LoginFlows", testLoginFlows},
+		{"Uploads", testUploads},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -220,6 +220,16 @@ class UploadSource:
             self._file.seek(self._start)
         return io.BufferedReader(_NoClose(self._file))
 
+    def open_at(self, offset: int) -> IO[bytes]:
+        """A reader positioned ``offset`` bytes into the source (resumable uploads); the source
+        must be rewindable."""
+        f = self.open()
+        if self._file is not None:
+            self._file.seek(self._start + offset)
+            return f
+        f.seek(offset)
+        return f
+
     def sha256(self) -> str:
         h = hashlib.sha256()
         with self.open() as f:

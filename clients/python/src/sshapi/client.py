@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import time
@@ -294,8 +295,15 @@ class Client(Base):
         overwrite: bool = True,
         parents: bool = False,
         mode: Optional[str] = None,
+        resumable: bool = False,
     ) -> UploadResult:
         """Uploads a local file (a path, bytes, or a binary file object) to ``remote_path``.
+
+        With ``resumable`` the upload goes through the service's tus endpoint
+        (``/v1/systems/{id}/uploads``): after a lost connection (or a 5xx, 409 or 423 answer) the
+        SDK asks the server's committed offset and sends the rest from there instead of starting
+        again. It needs a source that can be read again (a path, bytes or a seekable file); the
+        result's ``path`` is ``remote_path`` as given (``mode`` is not supported).
 
         The server writes a temporary file and renames it into place only when complete, so a
         failed upload leaves nothing. With ``verify`` the SHA-256 is sent along (seekable
@@ -306,6 +314,12 @@ class Client(Base):
         src = UploadSource(source)
         size = src.size()
         digest = src.sha256() if verify and src.rewindable else None
+        if resumable:
+            if not src.rewindable or size is None:
+                raise TypeError("a resumable upload needs a path, bytes or a seekable file")
+            if mode is not None:
+                raise TypeError("mode is not supported with resumable=True")
+            return self._upload_resumable(system, src, size, remote_path, progress, digest, overwrite, parents)
         url, params, headers = upload_call(system, remote_path, overwrite, parents, mode, digest, size)
         counters: List[Counter] = []
 
@@ -319,6 +333,52 @@ class Client(Base):
         if verify and digest is None and counters and counters[-1].hash is not None and counters[-1].hash.hexdigest() != res.sha256:
             raise ChecksumMismatchError(422, {"title": "Checksum mismatch", "detail": f"sent sha256 {counters[-1].hash.hexdigest()}, server wrote {res.sha256}"})
         return res
+
+    def _upload_resumable(
+        self, system: str, src: UploadSource, size: int, remote_path: str, progress: Optional[Progress], digest: Optional[str], overwrite: bool, parents: bool
+    ) -> UploadResult:
+        """The tus client behind ``upload(..., resumable=True)``."""
+        meta = [("path", remote_path)]
+        if digest:
+            meta.append(("sha256", digest))
+        if overwrite:
+            meta.append(("overwrite", "true"))
+        if parents:
+            meta.append(("parents", "true"))
+        tus = {"Tus-Resumable": "1.0.0"}
+        create: Call[str] = Call(
+            "POST",
+            system_url(system) + "/uploads",
+            lambda r: r.headers["Location"],
+            headers={**tus, "Upload-Length": str(size), "Upload-Metadata": ",".join(k + " " + base64.b64encode(v.encode()).decode() for k, v in meta)},
+        )
+        location = self._do(create)
+        head: Call[int] = Call("HEAD", location, lambda r: int(r.headers["Upload-Offset"]), headers=tus, idempotent=True)
+        offset, failures = 0, 0
+        while offset < size:
+            counter = Counter(size, progress, done=offset)
+            patch: Call[int] = Call(
+                "PATCH",
+                location,
+                lambda r: int(r.headers["Upload-Offset"]),
+                headers={**tus, "Content-Type": "application/offset+octet-stream", "Upload-Offset": str(offset), "Content-Length": str(size - offset)},
+            )
+            try:
+                body = lambda at=offset, c=counter: sync_chunks(src.open_at(at), c)  # noqa: E731 (a retry reads again)
+                offset = result_of(self._send(patch, content=body), patch.parse)
+                failures = 0
+                continue
+            except ConnectionFailed:
+                pass
+            except APIError as e:
+                if e.status < 500 and e.status not in (409, 423):
+                    raise  # refused, failed (422) or gone: trying again cannot help
+            failures += 1
+            if failures > self._retry.attempts:
+                raise ConnectionFailed(f"resumable upload to {remote_path}: {failures} failed requests in a row; the upload is at {location}")
+            time.sleep(min(0.5 * failures, 5.0))
+            offset = self._do(head)
+        return UploadResult(path=remote_path, size=size, sha256=digest or "")
 
     def download(
         self, system: str, remote_path: str, local_path: Union[str, "os.PathLike[str]"], progress: Optional[Progress] = None, resume: bool = True, verify: bool = False
