@@ -47,7 +47,7 @@ func (r *TransferReport) WriteMarkdown(w io.Writer) error {
 		if s.Streams > 0 {
 			asked = fmt.Sprint(s.Streams)
 		}
-		if s.Target != BaselineTarget || s.Scenario != TransferSystem && s.Scenario != TransferConnections {
+		if s.Target != BaselineTarget || !slices.Contains([]string{TransferSystem, TransferConnections, TransferSFTPToS3, TransferS3ToSFTP}, s.Scenario) {
 			return "1"
 		}
 		if s.StreamsUsed > 0 && (s.Streams == 0 || s.StreamsUsed != s.Streams) {
