@@ -25,7 +25,9 @@ type Report struct {
 	// overlap any fault window.
 	Unexpected5xx    []string `json:"unexpected_5xx"`
 	TransferProblems []string `json:"transfer_problems"`
-	Samples          []Sample `json:"samples"`
+	// Errors5xx are every 5xx answer, by phase, operation, status and body.
+	Errors5xx []Error5xx `json:"errors_5xx"`
+	Samples   []Sample   `json:"samples"`
 	// LoadStart is when the load began; Timeline has every request relative to it.
 	LoadStart time.Time `json:"load_start"`
 	Timeline  []Point   `json:"timeline"`
@@ -57,6 +59,16 @@ type Check struct {
 	Leftovers             []string `json:"leftover_part_files"`
 }
 
+// Error5xx counts 5xx answers alike in phase, operation, status, Retry-After and body.
+type Error5xx struct {
+	Phase      string `json:"phase"`
+	Op         string `json:"op"`
+	Status     int    `json:"status"`
+	RetryAfter bool   `json:"retry_after"`
+	Detail     string `json:"detail"`
+	Count      int    `json:"count"`
+}
+
 // overlaps reports whether a request (start, latency) overlapped window w.
 func overlaps(res result, w Window) bool {
 	end := res.start.Add(res.latency)
@@ -76,9 +88,23 @@ func (rep *Report) summarize(results []result, ws []Window) {
 		byPhase[name] = append(byPhase[name], res)
 		rep.Timeline = append(rep.Timeline, Point{T: round1(res.start.Sub(rep.LoadStart).Seconds()),
 			Ms: round1(float64(res.latency.Microseconds()) / 1000), Op: res.op, OK: res.kind == "ok"})
+		if res.status >= 500 {
+			e := Error5xx{Phase: name, Op: res.op, Status: res.status, RetryAfter: res.retryAf, Detail: res.detail}
+			found := false
+			for i := range rep.Errors5xx {
+				if k := rep.Errors5xx[i]; k.Phase == e.Phase && k.Op == e.Op && k.Status == e.Status && k.RetryAfter == e.RetryAfter && k.Detail == e.Detail {
+					rep.Errors5xx[i].Count++
+					found = true
+				}
+			}
+			if !found {
+				e.Count = 1
+				rep.Errors5xx = append(rep.Errors5xx, e)
+			}
+		}
 		if name == baselinePhase && res.status >= 500 && !(res.status == 503 && res.retryAf) {
-			rep.Unexpected5xx = append(rep.Unexpected5xx, fmt.Sprintf("%s %s at %s after %s", res.op, res.kind,
-				res.start.UTC().Format("15:04:05.000"), res.latency.Round(time.Millisecond)))
+			rep.Unexpected5xx = append(rep.Unexpected5xx, fmt.Sprintf("%s %s at %s after %s: %s", res.op, res.kind,
+				res.start.UTC().Format("15:04:05.000"), res.latency.Round(time.Millisecond), res.detail))
 		}
 	}
 	names := []string{baselinePhase}
@@ -186,6 +212,12 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "| audit entries for acknowledged uploads and transfers | %d | %d missing |\n", c.AuditExpected, len(c.AuditMissing))
 	fmt.Fprintf(&b, "| leftover `.*.sshapi-*.part` files | | %d |\n", len(c.Leftovers))
 	fmt.Fprintf(&b, "| 5xx outside fault windows (not 503 + Retry-After) | | %d |\n", len(rep.Unexpected5xx))
+	if len(rep.Errors5xx) > 0 {
+		b.WriteString("\n### 5xx answers\n\n| phase | op | status | Retry-After | count | body |\n|---|---|---:|---|---:|---|\n")
+		for _, e := range rep.Errors5xx {
+			fmt.Fprintf(&b, "| %s | %s | %d | %v | %d | %s |\n", e.Phase, e.Op, e.Status, e.RetryAfter, e.Count, strings.ReplaceAll(e.Detail, "|", "\\|"))
+		}
+	}
 	b.WriteString("\n### Instances (from /proc)\n\n| instance | samples | pids | RSS first → last (max) MiB | threads first → last (max) |\n|---|---:|---|---|---|\n")
 	by := map[string][]Sample{}
 	for _, s := range rep.Samples {

@@ -91,6 +91,7 @@ type result struct {
 	status  int    // 0: no HTTP answer
 	kind    string // "ok", "http 503", "transport", "check: ..."
 	retryAf bool   // a Retry-After header came with it
+	detail  string // a 5xx answer's body, shortened
 }
 
 type upload struct {
@@ -320,34 +321,42 @@ func (r *run) writeRandom(path string, n int64) error {
 
 // call sends a JSON request through the balancer and decodes a JSON answer into out.
 func (r *run) call(ctx context.Context, method, path string, body, out any) (int, http.Header, error) {
+	st, h, _, err := r.callBody(ctx, method, path, body, out)
+	return st, h, err
+}
+
+// callBody is call that also returns the answer's body.
+func (r *run) callBody(ctx context.Context, method, path string, body, out any) (int, http.Header, []byte, error) {
 	var rd io.Reader
 	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+		rd = bytes.NewReader(mustJSON(body))
 	}
 	req, err := http.NewRequestWithContext(ctx, method, r.base+path, rd)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+r.token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	st, h, b, err := r.send(req)
+	if err == nil && out != nil && st < 300 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return st, h, b, fmt.Errorf("decode: %w", err)
+		}
+	}
+	return st, h, b, err
+}
+
+// send sends req with the bearer token and reads the whole answer.
+func (r *run) send(req *http.Request) (int, http.Header, []byte, error) {
+	req.Header.Set("Authorization", "Bearer "+r.token)
 	res, err := r.client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return res.StatusCode, res.Header, err
-	}
-	if out != nil && res.StatusCode < 300 {
-		if err := json.Unmarshal(b, out); err != nil {
-			return res.StatusCode, res.Header, fmt.Errorf("decode: %w", err)
-		}
-	}
-	return res.StatusCode, res.Header, nil
+	return res.StatusCode, res.Header, b, err
 }
 
 // remote turns a local path under the remote home into the API's URL form (no leading slash).
@@ -425,8 +434,14 @@ func (r *run) record(res result) {
 }
 
 // outcome fills status and kind from an HTTP answer.
-func outcome(st int, h http.Header, err error, want ...int) result {
+func outcome(st int, h http.Header, body []byte, err error, want ...int) result {
 	res := result{status: st}
+	if st >= 500 {
+		res.detail = strings.Join(strings.Fields(string(body)), " ")
+		if len(res.detail) > 200 {
+			res.detail = res.detail[:200] + "…"
+		}
+	}
 	if h != nil {
 		res.retryAf = h.Get("Retry-After") != ""
 	}
@@ -466,17 +481,17 @@ func (r *run) do(ctx context.Context, op string) result {
 			Stdout     string `json:"stdout"`
 			ExitStatus *int   `json:"exit_status"`
 		}
-		st, h, err := r.call(ctx, "POST", "/v1/systems/a/commands", map[string]any{"command": "echo soak", "timeout_s": 30}, &out)
-		if err == nil && st == 200 && (out.ExitStatus == nil || *out.ExitStatus != 0) {
-			err = errors.New("exit status not 0")
+		st, h, b, err := r.callBody(ctx, "POST", "/v1/systems/a/commands", map[string]any{"command": "echo soak", "timeout_s": 30}, &out)
+		if err == nil && st == 200 && (out.ExitStatus == nil || *out.ExitStatus != 0 || strings.TrimSpace(out.Stdout) != "soak") {
+			err = errors.New("exit status not 0 or output not \"soak\"")
 		}
-		return outcome(st, h, err, 200)
+		return outcome(st, h, b, err, 200)
 	case "stat":
-		st, h, err := r.call(ctx, "GET", "/v1/systems/a/stat/"+remote(r.bigSrc), nil, nil)
-		return outcome(st, h, err, 200)
+		st, h, b, err := r.callBody(ctx, "GET", "/v1/systems/a/stat/"+remote(r.bigSrc), nil, nil)
+		return outcome(st, h, b, err, 200)
 	case "list":
-		st, h, err := r.call(ctx, "GET", "/v1/systems/b/ls/"+remote(filepath.Join(r.dir, "src")), nil, nil)
-		return outcome(st, h, err, 200)
+		st, h, b, err := r.callBody(ctx, "GET", "/v1/systems/b/ls/"+remote(filepath.Join(r.dir, "src")), nil, nil)
+		return outcome(st, h, b, err, 200)
 	case "upload":
 		return r.upload(ctx)
 	case "download":
@@ -496,18 +511,12 @@ func (r *run) upload(ctx context.Context) result {
 	id := r.nextID("up")
 	p := filepath.Join(r.dir, "up", id)
 	req, _ := http.NewRequestWithContext(ctx, "PUT", r.base+"/v1/systems/a/content/"+remote(p), bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+r.token)
 	req.Header.Set("X-Checksum-Sha256", hexSum)
 	req.Header.Set("X-Request-Id", id)
-	res, err := r.client.Do(req)
-	if err != nil {
-		return outcome(0, nil, err)
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
-	out := outcome(res.StatusCode, res.Header, nil, 200, 201)
+	st, h, body, err := r.send(req)
+	out := outcome(st, h, body, err, 200, 201)
 	if out.kind == "ok" {
-		rid := res.Header.Get("X-Request-Id")
+		rid := h.Get("X-Request-Id")
 		r.mu.Lock()
 		r.uploads = append(r.uploads, upload{Path: p, SHA256: hexSum, RequestID: rid})
 		r.mu.Unlock()
@@ -524,16 +533,9 @@ func (r *run) download(ctx context.Context) result {
 	u := r.uploads[mrand.IntN(len(r.uploads))]
 	r.mu.Unlock()
 	req, _ := http.NewRequestWithContext(ctx, "GET", r.base+"/v1/systems/b/content/"+remote(u.Path), nil)
-	req.Header.Set("Authorization", "Bearer "+r.token)
-	res, err := r.client.Do(req)
-	if err != nil {
-		return outcome(0, nil, err)
-	}
-	defer res.Body.Close()
-	h := sha256.New()
-	_, cerr := io.Copy(h, res.Body)
-	out := outcome(res.StatusCode, res.Header, cerr, 200)
-	if out.kind == "ok" && hex.EncodeToString(h.Sum(nil)) != u.SHA256 {
+	st, h, body, err := r.send(req)
+	out := outcome(st, h, body, err, 200)
+	if sum := sha256.Sum256(body); out.kind == "ok" && hex.EncodeToString(sum[:]) != u.SHA256 {
 		out.kind = "check: download differs from the acknowledged upload"
 		r.mu.Lock()
 		r.corruptDL = append(r.corruptDL, u.Path)
@@ -549,28 +551,24 @@ func (r *run) transfer(ctx context.Context, big bool) result {
 	}
 	id := r.nextID("tr")
 	dst := filepath.Join(r.dir, "dst", id)
-	body := map[string]any{"source": map[string]any{"system": "a", "path": src},
+	spec := map[string]any{"source": map[string]any{"system": "a", "path": src},
 		"destination": map[string]any{"system": "b", "path": dst}, "verify": "sha256", "idempotency_key": id}
-	req, _ := http.NewRequestWithContext(ctx, "POST", r.base+"/v1/transfers", bytes.NewReader(mustJSON(body)))
-	req.Header.Set("Authorization", "Bearer "+r.token)
+	req, _ := http.NewRequestWithContext(ctx, "POST", r.base+"/v1/transfers", bytes.NewReader(mustJSON(spec)))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", id)
-	res, err := r.client.Do(req)
-	if err != nil {
-		return outcome(0, nil, err)
-	}
-	defer res.Body.Close()
+	st, h, body, err := r.send(req)
 	var t struct {
 		ID string `json:"id"`
 	}
-	derr := json.NewDecoder(res.Body).Decode(&t)
-	if res.StatusCode != 202 && res.StatusCode != 201 && res.StatusCode != 200 {
-		derr = nil
+	if err == nil && st >= 200 && st < 300 {
+		if err = json.Unmarshal(body, &t); err == nil && t.ID == "" {
+			err = errors.New("no transfer id in the answer")
+		}
 	}
-	out := outcome(res.StatusCode, res.Header, derr, 200, 201, 202)
+	out := outcome(st, h, body, err, 200, 201, 202)
 	if out.kind == "ok" {
 		r.mu.Lock()
-		r.transfers = append(r.transfers, transferRec{ID: t.ID, Src: src, Dst: dst, RequestID: res.Header.Get("X-Request-Id")})
+		r.transfers = append(r.transfers, transferRec{ID: t.ID, Src: src, Dst: dst, RequestID: h.Get("X-Request-Id")})
 		r.mu.Unlock()
 	}
 	return out
@@ -786,19 +784,12 @@ func (r *run) readBack(ctx context.Context, p string) (string, error) {
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
 		req, _ := http.NewRequestWithContext(ctx, "GET", r.base+"/v1/systems/a/content/"+remote(p), nil)
-		req.Header.Set("Authorization", "Bearer "+r.token)
-		res, err := r.client.Do(req)
-		if err != nil {
-			last = err
-			continue
+		st, _, body, err := r.send(req)
+		if err == nil && st == 200 {
+			sum := sha256.Sum256(body)
+			return hex.EncodeToString(sum[:]), nil
 		}
-		h := sha256.New()
-		_, err = io.Copy(h, res.Body)
-		res.Body.Close()
-		if err == nil && res.StatusCode == 200 {
-			return hex.EncodeToString(h.Sum(nil)), nil
-		}
-		last = fmt.Errorf("status %d %v", res.StatusCode, err)
+		last = fmt.Errorf("status %d %v", st, err)
 		time.Sleep(500 * time.Millisecond)
 	}
 	return "", last
