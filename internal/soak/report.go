@@ -25,6 +25,8 @@ type Report struct {
 	// overlap any fault window.
 	Unexpected5xx    []string `json:"unexpected_5xx"`
 	TransferProblems []string `json:"transfer_problems"`
+	// TransportErrors are requests without an HTTP answer (connection refused or dropped), by phase.
+	TransportErrors []string `json:"transport_errors"`
 	// Errors5xx are every 5xx answer, by phase, operation, status and body.
 	Errors5xx []Error5xx `json:"errors_5xx"`
 	Samples   []Sample   `json:"samples"`
@@ -88,6 +90,10 @@ func (rep *Report) summarize(results []result, ws []Window) {
 		byPhase[name] = append(byPhase[name], res)
 		rep.Timeline = append(rep.Timeline, Point{T: round1(res.start.Sub(rep.LoadStart).Seconds()),
 			Ms: round1(float64(res.latency.Microseconds()) / 1000), Op: res.op, OK: res.kind == "ok"})
+		if res.kind == "transport" {
+			rep.TransportErrors = append(rep.TransportErrors, fmt.Sprintf("%s: %s at %s after %s: %s", name, res.op,
+				res.start.UTC().Format("15:04:05.000"), res.latency.Round(time.Millisecond), res.detail))
+		}
 		if res.status >= 500 {
 			e := Error5xx{Phase: name, Op: res.op, Status: res.status, RetryAfter: res.retryAf, Detail: res.detail}
 			found := false
@@ -206,16 +212,22 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	c := rep.Check
 	b.WriteString("\n### Checks\n\n| check | count | bad |\n|---|---:|---:|\n")
 	fmt.Fprintf(&b, "| acknowledged uploads read back (disk and API), SHA-256 compared | %d | lost %d, corrupt %d |\n", c.UploadsAcknowledged, len(c.UploadsLost), len(c.UploadsCorrupt))
-	fmt.Fprintf(&b, "| downloads compared with their upload during the load | %d ops | %d |\n", rep.Overall.ByOp["download"], len(c.DownloadsCorrupt))
+	fmt.Fprintf(&b, "| downloads and link downloads compared with their upload during the load | %d ops | %d |\n", rep.Overall.ByOp["download"]+rep.Overall.ByOp["link"], len(c.DownloadsCorrupt))
 	fmt.Fprintf(&b, "| acknowledged transfers succeeded | %d of %d | %d not succeeded |\n", c.TransfersSucceeded, c.TransfersAcknowledged, len(rep.TransferProblems))
 	fmt.Fprintf(&b, "| succeeded transfers, SHA-256 of both ends on disk | %d | %d differ |\n", c.TransfersSucceeded, len(c.TransfersMismatched))
-	fmt.Fprintf(&b, "| audit entries for acknowledged uploads and transfers | %d | %d missing |\n", c.AuditExpected, len(c.AuditMissing))
+	fmt.Fprintf(&b, "| audit entries for acknowledged uploads, transfers, links and link downloads | %d | %d missing |\n", c.AuditExpected, len(c.AuditMissing))
 	fmt.Fprintf(&b, "| leftover `.*.sshapi-*.part` files | | %d |\n", len(c.Leftovers))
 	fmt.Fprintf(&b, "| 5xx outside fault windows (not 503 + Retry-After) | | %d |\n", len(rep.Unexpected5xx))
 	if len(rep.Errors5xx) > 0 {
 		b.WriteString("\n### 5xx answers\n\n| phase | op | status | Retry-After | count | body |\n|---|---|---:|---|---:|---|\n")
 		for _, e := range rep.Errors5xx {
 			fmt.Fprintf(&b, "| %s | %s | %d | %v | %d | %s |\n", e.Phase, e.Op, e.Status, e.RetryAfter, e.Count, strings.ReplaceAll(e.Detail, "|", "\\|"))
+		}
+	}
+	if len(rep.TransportErrors) > 0 {
+		b.WriteString("\n### Requests without an HTTP answer\n\n")
+		for _, e := range rep.TransportErrors {
+			fmt.Fprintf(&b, "- %s\n", e)
 		}
 	}
 	b.WriteString("\n### Instances (from /proc)\n\n| instance | samples | pids | RSS first → last (max) MiB | threads first → last (max) |\n|---|---:|---|---|---|\n")

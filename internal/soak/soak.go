@@ -44,10 +44,13 @@ import (
 
 // Fault names, in the default order.
 const (
-	FaultSSHD     = "sshd-restart"
-	FaultKill     = "instance-sigkill"
-	FaultPG       = "postgres-restart"
-	FaultTerm     = "instance-sigterm"
+	FaultSSHD = "sshd-restart"
+	FaultKill = "instance-sigkill"
+	FaultPG   = "postgres-restart"
+	FaultTerm = "instance-sigterm"
+	// FaultStall black-holes the network between the instances and the sshd for Options.StallFor
+	// (a proxy in front of the sshd holds every byte and new connection), then lets it flow again.
+	FaultStall    = "sshd-blackhole"
 	baselinePhase = "baseline"
 )
 
@@ -57,7 +60,7 @@ var DefaultFaults = []string{FaultSSHD, FaultKill, FaultPG, FaultTerm}
 // Options sets up a soak run.
 type Options struct {
 	// Binary is the sshapi executable run as the instances (`sshapi serve`).
-	Binary string
+	Binary string `json:"-"`
 	// Duration is how long load is sent; Rate is requests per second (open loop).
 	Duration time.Duration
 	Rate     float64
@@ -67,10 +70,14 @@ type Options struct {
 	FaultEvery time.Duration
 	// Faults is the order of faults; DefaultFaults when nil. An empty non-nil slice injects none.
 	Faults []string
+	// StallFor is how long FaultStall black-holes the path to the sshd (default 15 s).
+	StallFor time.Duration
 	// BigFile is the size of the large transfer source (default 3 MiB).
 	BigFile int64
+	// LogDir, when set, receives the instances', HAProxy's and sshd's logs at the end.
+	LogDir string `json:"-"`
 	// Progress receives a line per event (nil: none).
-	Progress io.Writer
+	Progress io.Writer `json:"-"`
 }
 
 // Window is one fault: what, when it started, and when the system was ready again (every
@@ -108,6 +115,7 @@ type run struct {
 	srv      *sshtest.Server
 	pg       *pgCluster
 	lb       *haproxy
+	stall    *stallProxy // in front of the sshd when FaultStall is scheduled
 	ins      []*instance
 	scratch  string
 	dir      string // the run's directory in the remote user's home
@@ -124,6 +132,7 @@ type run struct {
 	windows   []Window
 	samples   []Sample
 	corruptDL []string
+	linkAudit []string // request ids of acknowledged link creations and link downloads
 	smallSrcs []string
 	bigSrc    string
 	uid, gid  int
@@ -154,18 +163,21 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Faults == nil {
 		o.Faults = DefaultFaults
 	}
+	if o.StallFor <= 0 {
+		o.StallFor = 15 * time.Second
+	}
 	if o.BigFile <= 0 {
 		o.BigFile = 3 << 20
 	}
 	for _, f := range o.Faults {
 		switch f {
-		case FaultSSHD, FaultPG:
+		case FaultSSHD, FaultPG, FaultStall:
 		case FaultKill, FaultTerm:
 			if o.Instances < 2 {
 				return nil, fmt.Errorf("fault %s needs at least 2 instances", f)
 			}
 		default:
-			return nil, fmt.Errorf("unknown fault %q (want %s)", f, strings.Join(DefaultFaults, ", "))
+			return nil, fmt.Errorf("unknown fault %q (want %s or %s)", f, strings.Join(DefaultFaults, ", "), FaultStall)
 		}
 	}
 	if o.Binary == "" {
@@ -192,11 +204,20 @@ func (r *run) close() {
 	if r.lb != nil {
 		r.lb.Close()
 	}
+	if r.stall != nil {
+		r.stall.resume()
+	}
 	for _, in := range r.ins {
 		in.signal(syscall.SIGTERM, 20*time.Second)
 	}
+	if r.scratch != "" && r.o.LogDir != "" {
+		r.keepLogs()
+	}
 	if r.pg != nil {
 		r.pg.Close()
+	}
+	if r.stall != nil {
+		r.stall.Close()
 	}
 	if r.srv != nil {
 		_ = r.srv.Close()
@@ -206,6 +227,22 @@ func (r *run) close() {
 	}
 	if r.scratch != "" {
 		_ = os.RemoveAll(r.scratch)
+	}
+}
+
+// keepLogs copies the logs into LogDir.
+func (r *run) keepLogs() {
+	if err := os.MkdirAll(r.o.LogDir, 0o755); err != nil {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(r.scratch, "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(r.o.LogDir, "soak-"+filepath.Base(l)), b, 0o644)
+		}
+	}
+	if r.srv != nil {
+		_ = os.WriteFile(filepath.Join(r.o.LogDir, "soak-sshd.log"), []byte(r.srv.Log()), 0o644)
 	}
 }
 
@@ -297,8 +334,18 @@ func (r *run) setup(ctx context.Context) error {
 	r.base = "http://" + r.lb.addr
 	r.logf("haproxy on %s", r.lb.addr)
 	hostKey := r.srv.AuthorizedHostKey()
+	host, port := r.srv.Host, r.srv.Port
+	for _, f := range r.o.Faults {
+		if f == FaultStall && r.stall == nil {
+			if r.stall, err = startStallProxy(r.srv.Addr); err != nil {
+				return err
+			}
+			host, port = "127.0.0.1", r.stall.addr().Port
+			r.logf("the systems reach the sshd through a proxy on %s (for %s)", r.stall.addr(), FaultStall)
+		}
+	}
 	for _, id := range []string{"a", "b"} {
-		body := map[string]any{"id": id, "host": r.srv.Host, "port": r.srv.Port, "host_keys": []string{hostKey}}
+		body := map[string]any{"id": id, "host": host, "port": port, "host_keys": []string{hostKey}}
 		if st, _, err := r.call(ctx, "POST", "/v1/systems", body, nil); err != nil || st != 201 {
 			return fmt.Errorf("register system %s: %d %v", id, st, err)
 		}
@@ -366,7 +413,7 @@ func remote(p string) string { return strings.TrimPrefix(p, "/") }
 var ops = []struct {
 	name   string
 	weight int
-}{{"command", 20}, {"stat", 15}, {"list", 10}, {"upload", 25}, {"download", 15}, {"transfer-small", 12}, {"transfer-big", 3}}
+}{{"command", 20}, {"stat", 15}, {"list", 10}, {"upload", 25}, {"download", 15}, {"transfer-small", 12}, {"transfer-big", 3}, {"link", 5}}
 
 func pickOp() string {
 	total := 0
@@ -438,8 +485,8 @@ func outcome(st int, h http.Header, body []byte, err error, want ...int) result 
 	res := result{status: st}
 	if st >= 500 {
 		res.detail = strings.Join(strings.Fields(string(body)), " ")
-		if len(res.detail) > 200 {
-			res.detail = res.detail[:200] + "…"
+		if len(res.detail) > 400 {
+			res.detail = res.detail[:400] + "…"
 		}
 	}
 	if h != nil {
@@ -448,6 +495,7 @@ func outcome(st int, h http.Header, body []byte, err error, want ...int) result 
 	switch {
 	case st == 0 && err != nil:
 		res.kind = "transport"
+		res.detail = err.Error()
 	case containsInt(want, st) && err == nil:
 		res.kind = "ok"
 	case containsInt(want, st):
@@ -498,6 +546,8 @@ func (r *run) do(ctx context.Context, op string) result {
 		return r.download(ctx)
 	case "transfer-small", "transfer-big":
 		return r.transfer(ctx, op == "transfer-big")
+	case "link":
+		return r.link(ctx)
 	}
 	return result{kind: "unknown op"}
 }
@@ -574,6 +624,59 @@ func (r *run) transfer(ctx context.Context, big bool) result {
 	return out
 }
 
+// link makes a read link to an acknowledged upload and downloads through it without a token,
+// comparing the bytes with the upload.
+func (r *run) link(ctx context.Context) result {
+	r.mu.Lock()
+	if len(r.uploads) == 0 {
+		r.mu.Unlock()
+		return r.do(ctx, "stat")
+	}
+	u := r.uploads[mrand.IntN(len(r.uploads))]
+	r.mu.Unlock()
+	id := r.nextID("link")
+	req, _ := http.NewRequestWithContext(ctx, "POST", r.base+"/v1/systems/a/links",
+		bytes.NewReader(mustJSON(map[string]any{"path": u.Path, "access": "read", "expires_in_s": 3600, "max_uses": 2})))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", id)
+	st, h, body, err := r.send(req)
+	var l struct {
+		URL string `json:"url"`
+	}
+	if err == nil && st == 201 {
+		if err = json.Unmarshal(body, &l); err == nil && !strings.Contains(l.URL, "/v1/links/") {
+			err = fmt.Errorf("link url %q", l.URL)
+		}
+	}
+	if out := outcome(st, h, body, err, 201); out.kind != "ok" {
+		return out
+	}
+	r.mu.Lock()
+	r.linkAudit = append(r.linkAudit, h.Get("X-Request-Id"))
+	r.mu.Unlock()
+	token := l.URL[strings.Index(l.URL, "/v1/links/")+len("/v1/links/"):]
+	req, _ = http.NewRequestWithContext(ctx, "GET", r.base+"/v1/links/"+token, nil)
+	req.Header.Set("X-Request-Id", id+"-get")
+	res, err := r.client.Do(req) // no Authorization: the link is the credential
+	if err != nil {
+		return outcome(0, nil, nil, err)
+	}
+	defer res.Body.Close()
+	got, rerr := io.ReadAll(res.Body)
+	out := outcome(res.StatusCode, res.Header, got, rerr, 200)
+	if out.kind != "ok" {
+		return out
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.linkAudit = append(r.linkAudit, res.Header.Get("X-Request-Id"))
+	if sum := sha256.Sum256(got); hex.EncodeToString(sum[:]) != u.SHA256 {
+		out.kind = "check: link download differs from the acknowledged upload"
+		r.corruptDL = append(r.corruptDL, "link "+u.Path)
+	}
+	return out
+}
+
 func mustJSON(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
@@ -627,6 +730,11 @@ func (r *run) inject(ctx context.Context, f string, i int) error {
 		in := r.ins[len(r.ins)-1]
 		in.signal(syscall.SIGTERM, 60*time.Second)
 		return in.start(ctx)
+	case FaultStall:
+		r.stall.stall()
+		time.Sleep(r.o.StallFor)
+		r.stall.resume()
+		return nil
 	case FaultPG:
 		r.pg.stop()
 		time.Sleep(time.Second)
@@ -767,6 +875,12 @@ func (r *run) verify(ctx context.Context) *Report {
 		rep.Check.AuditExpected++
 		if !ids[t.RequestID] {
 			rep.Check.AuditMissing = append(rep.Check.AuditMissing, "transfer "+t.RequestID+" "+t.ID)
+		}
+	}
+	for _, id := range r.linkAudit {
+		rep.Check.AuditExpected++
+		if !ids[id] {
+			rep.Check.AuditMissing = append(rep.Check.AuditMissing, "link "+id)
 		}
 	}
 	// Leftover temporary files anywhere in the run directory.

@@ -35,6 +35,9 @@ func TestSoakShort(t *testing.T) {
 	if d := os.Getenv("SOAK_TEST_DURATION"); d != "" {
 		o.Duration, _ = time.ParseDuration(d)
 	}
+	if dir := os.Getenv("SOAK_TEST_OUT"); dir != "" {
+		o.LogDir = dir
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, o)
