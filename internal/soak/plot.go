@@ -77,7 +77,7 @@ func (rep *Report) WritePlots(dir string) ([]string, error) {
 		sc.GlyphStyle.Radius = vg.Points(1.5)
 		sc.GlyphStyle.Shape = draw.CircleGlyph{}
 		label := "ok"
-		sc.GlyphStyle.Color = plotutil.Color(0)
+		sc.GlyphStyle.Color = color.NRGBA{R: 31, G: 119, B: 180, A: 255}
 		if i == 1 {
 			label, sc.GlyphStyle.Color = "failed", color.NRGBA{R: 220, A: 255}
 		}

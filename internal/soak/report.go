@@ -88,6 +88,9 @@ func (rep *Report) summarize(results []result, ws []Window) {
 			}
 		}
 		byPhase[name] = append(byPhase[name], res)
+		if strings.HasPrefix(res.kind, "not sent") {
+			continue
+		}
 		rep.Timeline = append(rep.Timeline, Point{T: round1(res.start.Sub(rep.LoadStart).Seconds()),
 			Ms: round1(float64(res.latency.Microseconds()) / 1000), Op: res.op, OK: res.kind == "ok"})
 		if res.kind == "transport" {
