@@ -42,8 +42,17 @@ func TestSummarize(t *testing.T) {
 	if len(f) != 2 || !strings.Contains(strings.Join(f, ";"), "1 acknowledged uploads lost") || !strings.Contains(strings.Join(f, ";"), "1 unexpected 5xx") {
 		t.Fatalf("failures %v", f)
 	}
+	bad.Check.LeftoversAfterKill = []string{"/h/up/.soak-inflight-3.sshapi-00.part"}
+	if n := len(bad.Failures()); n != 2 {
+		t.Fatalf("a known issue failed the run: %v", bad.Failures())
+	}
+	bad.Options.FailOnKnown = true
+	if n := len(bad.Failures()); n != 3 {
+		t.Fatalf("FailOnKnown: %v", bad.Failures())
+	}
 	var md bytes.Buffer
-	if err := bad.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "### Problems") || !strings.Contains(md.String(), "postgres-restart#1") {
+	if err := bad.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "### Problems") || !strings.Contains(md.String(), "postgres-restart#1") ||
+		!strings.Contains(md.String(), "### Known issue") {
 		t.Fatalf("markdown %v:\n%s", err, md.String())
 	}
 	dir := t.TempDir()

@@ -76,6 +76,8 @@ type Options struct {
 	BigFile int64
 	// LogDir, when set, receives the instances', HAProxy's and sshd's logs at the end.
 	LogDir string `json:"-"`
+	// FailOnKnown makes the known issues fail the run too (see Check.LeftoversAfterKill).
+	FailOnKnown bool
 	// Progress receives a line per event (nil: none).
 	Progress io.Writer `json:"-"`
 }
@@ -624,6 +626,42 @@ func (r *run) transfer(ctx context.Context, big bool) result {
 	return out
 }
 
+// inflightUpload sends an 8 MiB upload directly to in, slowly (64 KiB every 20 ms), so that a
+// fault lands while it is being written. It counts as an acknowledged upload only if answered 201.
+func (r *run) inflightUpload(ctx context.Context, in *instance) {
+	b := make([]byte, 8<<20)
+	_, _ = rand.Read(b)
+	sum := sha256.Sum256(b)
+	id := r.nextID("inflight")
+	p := filepath.Join(r.dir, "up", id)
+	pr, pw := io.Pipe()
+	go func() {
+		for off := 0; off < len(b); off += 64 << 10 {
+			if _, err := pw.Write(b[off : off+64<<10]); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = pw.Close()
+	}()
+	start := time.Now()
+	req, _ := http.NewRequestWithContext(ctx, "PUT", "http://"+in.addr+"/v1/systems/a/content/"+remote(p), pr)
+	req.ContentLength = int64(len(b))
+	req.Header.Set("X-Checksum-Sha256", hex.EncodeToString(sum[:]))
+	req.Header.Set("X-Request-Id", id)
+	st, h, body, err := r.send(req)
+	_ = pr.CloseWithError(io.ErrClosedPipe)
+	res := outcome(st, h, body, err, 200, 201)
+	res.op, res.start, res.latency = "upload-inflight", start, time.Since(start)
+	if res.kind == "ok" {
+		r.mu.Lock()
+		r.uploads = append(r.uploads, upload{Path: p, SHA256: hex.EncodeToString(sum[:]), RequestID: h.Get("X-Request-Id")})
+		r.mu.Unlock()
+	}
+	r.record(res)
+	r.logf("in-flight upload to %s during the fault: %s (%s)", in.name, res.kind, res.detail)
+}
+
 // link makes a read link to an acknowledged upload and downloads through it without a token,
 // comparing the bytes with the upload.
 func (r *run) link(ctx context.Context) result {
@@ -723,6 +761,10 @@ func (r *run) inject(ctx context.Context, f string, i int) error {
 		return r.srv.Restart(ctx) // kills the listener and every per-connection process first
 	case FaultKill:
 		in := r.ins[0]
+		// An upload straight to this instance, still sending when the kill lands: not acknowledged,
+		// so it must leave nothing behind (the leftover check covers its temporary file).
+		go r.inflightUpload(ctx, in)
+		time.Sleep(1500 * time.Millisecond)
 		in.signal(syscall.SIGKILL, 10*time.Second)
 		time.Sleep(time.Second)
 		return in.start(ctx)
@@ -885,7 +927,11 @@ func (r *run) verify(ctx context.Context) *Report {
 	}
 	// Leftover temporary files anywhere in the run directory.
 	_ = filepath.WalkDir(r.dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && partName.MatchString(d.Name()) {
+		switch {
+		case err != nil || !partName.MatchString(d.Name()):
+		case strings.HasPrefix(d.Name(), ".soak-inflight-"):
+			rep.Check.LeftoversAfterKill = append(rep.Check.LeftoversAfterKill, p)
+		default:
 			rep.Check.Leftovers = append(rep.Check.Leftovers, p)
 		}
 		return nil
