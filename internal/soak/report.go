@@ -275,7 +275,11 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			}
 		}
 	} else {
-		b.WriteString("\nNothing lost, corrupt, unaudited or left over; no unexpected 5xx.\n")
+		if len(c.LeftoversAfterKill) > 0 {
+			b.WriteString("\nNothing lost, corrupt or unaudited; nothing left over apart from the known issue below; no unexpected 5xx.\n")
+		} else {
+			b.WriteString("\nNothing lost, corrupt, unaudited or left over; no unexpected 5xx.\n")
+		}
 	}
 	if len(c.LeftoversAfterKill) > 0 {
 		b.WriteString("\n### Known issue\n\nAn upload being written straight to an instance when it is killed with SIGKILL " +
