@@ -52,7 +52,7 @@ func (rep *Report) WritePlots(dir string) ([]string, error) {
 		return nil, nil
 	}
 	p.Y.Min, p.Y.Max = lo/1.2, hi*1.5
-	for _, w := range rep.Windows {
+	for i, w := range rep.Windows {
 		s, e := w.Start.Sub(rep.LoadStart).Seconds(), w.End.Sub(rep.LoadStart).Seconds()
 		poly, err := plotter.NewPolygon(plotter.XYs{{X: s, Y: p.Y.Min}, {X: e, Y: p.Y.Min}, {X: e, Y: p.Y.Max}, {X: s, Y: p.Y.Max}})
 		if err != nil {
@@ -61,7 +61,7 @@ func (rep *Report) WritePlots(dir string) ([]string, error) {
 		poly.Color = color.NRGBA{R: 255, G: 200, B: 0, A: 60}
 		poly.LineStyle.Width = 0
 		p.Add(poly)
-		lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: s, Y: p.Y.Max / 1.3}}, Labels: []string{w.Name}})
+		lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: s, Y: p.Y.Max / []float64{1.3, 2.6, 5.2}[i%3]}}, Labels: []string{w.Name}})
 		if err == nil {
 			p.Add(lbl)
 		}
@@ -84,7 +84,7 @@ func (rep *Report) WritePlots(dir string) ([]string, error) {
 		p.Add(sc)
 		p.Legend.Add(fmt.Sprintf("%s (%d)", label, len(set)), sc)
 	}
-	p.Legend.Top = true
+	p.Legend.Top = false // the window labels are at the top
 	name := filepath.Join(dir, "soak-latency.png")
 	if err := p.Save(22*vg.Centimeter, 11*vg.Centimeter, name); err != nil {
 		return nil, fmt.Errorf("plot: %w", err)
