@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/sshapi/sshapi/internal/service.Version=$(VERSION)
 USER_NAME ?= $(shell id -un)
 
-.PHONY: build run test test-race test-python demo vet fmt clean fuzz fuzz-deps deps screenshots
+.PHONY: build run test test-race test-python demo vet fmt clean fuzz fuzz-deps deps screenshots soak
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sshapi ./cmd/sshapi
@@ -102,3 +102,12 @@ bench-locust-deps: bench-deps
 ## --clients-peers asyncssh).
 paper: build bench-deps
 	./bin/sshapi bench paper --out docs $(PAPER_FLAGS)
+
+## soak: `sshapi bench soak` for 10 minutes: two sshapi processes behind HAProxy on one throwaway
+## PostgreSQL, mixed load at 10 req/s while the sshd, an instance (SIGKILL, SIGTERM) and the
+## database are restarted in turn; fails if anything acknowledged was lost. Writes build/soak/
+## (soak.json, soak.md, PNG plots). Root; SOAK_FLAGS adds or overrides flags.
+soak: build deps
+	mkdir -p build/soak
+	./bin/sshapi bench soak --duration 10m --rate 10 --instances 2 --fault-every 30s \
+	    --json build/soak/soak.json --markdown build/soak/soak.md --plots build/soak $(SOAK_FLAGS)

@@ -1,0 +1,80 @@
+package soak
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSummarize checks the phase attribution and what counts as a failure: a 5xx that overlapped
+// a fault window is reported but allowed, a 503 with Retry-After is allowed anywhere, any other
+// 5xx outside the windows fails the run.
+func TestSummarize(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	ws := []Window{{Fault: FaultPG, Name: "postgres-restart#1", Start: at(10), End: at(14)}}
+	results := []result{
+		{op: "command", start: at(1), latency: 10 * time.Millisecond, status: 200, kind: "ok"},
+		{op: "upload", start: at(9.5), latency: time.Second, status: 500, kind: "http 500", detail: "db"}, // overlaps the window
+		{op: "stat", start: at(12), latency: 5 * time.Millisecond, status: 502, kind: "http 502"},
+		{op: "stat", start: at(20), latency: 5 * time.Millisecond, status: 503, kind: "http 503", retryAf: true},
+		{op: "list", start: at(21), latency: 5 * time.Millisecond, kind: "transport"},
+	}
+	rep := &Report{Windows: ws, LoadStart: t0}
+	rep.summarize(results, ws)
+	if len(rep.Phases) != 2 || rep.Phases[0].Requests != 3 || rep.Phases[1].Requests != 2 {
+		t.Fatalf("phases %+v", rep.Phases)
+	}
+	if len(rep.Unexpected5xx) != 0 || len(rep.Failures()) != 0 {
+		t.Fatalf("unexpected %v, failures %v", rep.Unexpected5xx, rep.Failures())
+	}
+	if len(rep.Errors5xx) != 3 || rep.Overall.Requests != 5 || len(rep.Timeline) != 5 {
+		t.Fatalf("5xx %+v, overall %+v", rep.Errors5xx, rep.Overall)
+	}
+
+	bad := &Report{Windows: ws, LoadStart: t0}
+	bad.summarize(append(results, result{op: "command", start: at(30), latency: time.Millisecond, status: 500, kind: "http 500"}), ws)
+	bad.Check.UploadsLost = []string{"/x"}
+	f := bad.Failures()
+	if len(f) != 2 || !strings.Contains(strings.Join(f, ";"), "1 acknowledged uploads lost") || !strings.Contains(strings.Join(f, ";"), "1 unexpected 5xx") {
+		t.Fatalf("failures %v", f)
+	}
+	bad.Check.LeftoversAfterKill = []string{"/h/up/.soak-inflight-3.sshapi-00.part"}
+	if n := len(bad.Failures()); n != 2 {
+		t.Fatalf("a known issue failed the run: %v", bad.Failures())
+	}
+	bad.Options.FailOnKnown = true
+	if n := len(bad.Failures()); n != 3 {
+		t.Fatalf("FailOnKnown: %v", bad.Failures())
+	}
+	var md bytes.Buffer
+	if err := bad.WriteMarkdown(&md); err != nil || !strings.Contains(md.String(), "### Problems") || !strings.Contains(md.String(), "postgres-restart#1") ||
+		!strings.Contains(md.String(), "### Known issue") {
+		t.Fatalf("markdown %v:\n%s", err, md.String())
+	}
+	dir := t.TempDir()
+	bad.Samples = []Sample{{T: 0, Instance: "i0", PID: 1, RSSBytes: 30 << 20}, {T: 2, Instance: "i0", PID: 1, RSSBytes: 31 << 20}}
+	names, err := bad.WritePlots(dir)
+	if err != nil || len(names) != 2 {
+		t.Fatalf("plots %v %v", names, err)
+	}
+	for _, n := range names {
+		if st, err := os.Stat(n); err != nil || st.Size() == 0 || filepath.Dir(n) != dir {
+			t.Fatalf("plot %s: %v", n, err)
+		}
+	}
+	if err := bad.WriteJSON(filepath.Join(dir, "r.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPartName(t *testing.T) {
+	for name, want := range map[string]bool{".x.sshapi-abc.part": true, ".soak-up-1.sshapi-0192.part": true, "x.part": false, "x.sshapi-1.part": false} {
+		if partName.MatchString(name) != want {
+			t.Errorf("%s: want %v", name, want)
+		}
+	}
+}
