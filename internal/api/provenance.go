@@ -172,9 +172,17 @@ func (s *Server) commitAudit(w http.ResponseWriter, rt route, r *http.Request, n
 			delete(h, k)
 		}
 	}
-	writeProblem(w, r, Problem{Status: http.StatusInternalServerError, Title: "Audit entry not recorded",
-		Detail: fmt.Sprintf("the request was carried out (its answer would have been %d %s) but its audit entry could not be recorded; "+
-			"see the server log (request id %s)", status, http.StatusText(status), reqID)})
+	what := "the request was carried out"
+	if status >= 400 {
+		what = "the request failed"
+	}
+	p := Problem{Status: http.StatusInternalServerError, Title: "Audit entry not recorded",
+		Detail: fmt.Sprintf("%s (its answer would have been %d %s) but its audit entry could not be recorded; "+
+			"see the server log (request id %s)", what, status, http.StatusText(status), reqID)}
+	if s.storeUnavailable(err) { // the database is down: the same request may go through in a moment
+		p.Status, p.retryAfter = http.StatusServiceUnavailable, 2
+	}
+	writeProblem(w, r, p)
 	return false
 }
 

@@ -431,8 +431,21 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 	case errors.Is(err, context.DeadlineExceeded):
 		return Problem{Status: http.StatusGatewayTimeout, Detail: err.Error()}
 	}
+	if s.storeUnavailable(err) {
+		s.log.Warn("database unavailable", "path", redactPath(r.URL.Path), "err", err)
+		return Problem{Status: http.StatusServiceUnavailable, Title: "Database unavailable",
+			Detail: "the service's database could not be reached; try again shortly", retryAfter: 2}
+	}
 	s.log.Error("internal error", "path", redactPath(r.URL.Path), "err", err)
 	return Problem{Status: http.StatusInternalServerError, Detail: "internal error; see the server log"}
+}
+
+// storeUnavailable reports whether err means the store's database could not be reached (a
+// store that can tell, as the PostgreSQL one can, says so): a restart or failover of the
+// database is a 503 with Retry-After, not an internal error.
+func (s *Server) storeUnavailable(err error) bool {
+	u, ok := s.deps.Store.(interface{ Unavailable(error) bool })
+	return ok && u.Unavailable(err)
 }
 
 // outsideDetail is the detail of a path refused for leaving its confinement. Only the owner,
