@@ -191,6 +191,8 @@ type Store interface {
 	SessionStore
 	// UploadStore holds resumable uploads in progress.
 	UploadStore
+	// TempStore records the temporary names requests are writing.
+	TempStore
 	// Ping checks that the database is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the database.

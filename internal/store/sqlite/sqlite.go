@@ -42,6 +42,8 @@ var migrations embed.FS
 // use.
 type DB struct {
 	db *sql.DB
+	// SQLTemps are the queries shared with every driver, run through sharedQuerier.
+	store.SQLTemps
 }
 
 var _ store.Store = (*DB)(nil)
@@ -57,7 +59,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{db: db}, nil
+	return &DB{db: db, SQLTemps: store.SQLTemps{Q: sharedQuerier{db}}}, nil
 }
 
 // OpenFile opens (creating if needed) the SQLite file at path with the settings every sshapi
