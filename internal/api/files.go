@@ -59,6 +59,8 @@ func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys
 		return err
 	}
 	defer release()
+	temps, finish := s.temps.forRequest(d)
+	defer finish()
 	attempts := 1
 	if idempotent {
 		attempts = 2
@@ -81,7 +83,7 @@ func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys
 		}
 		home, _ := s.homes.Load(t.Key)
 		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, Within: d.Within,
-			Home: home, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0), ListCommand: !s.cfg.ListSFTPOnly, Tools: s.tools.For(t.Key)})
+			Home: home, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0), ListCommand: !s.cfg.ListSFTPOnly, Tools: s.tools.For(t.Key), Temps: temps})
 		err = fn(fsys, t, client)
 		if home == "" {
 			if h, ok := fsys.KnownHome(); ok {

@@ -115,6 +115,11 @@ type Config struct {
 	// TusLease is how long a PATCH holds an upload without committing bytes before another
 	// request may take it over (default 30s; it is renewed with every committed chunk).
 	TusLease time.Duration `yaml:"tus_lease" env:"TUS_LEASE"`
+	// TempLease is how long the record of a temporary name (an upload's part file, an archive
+	// being built) outlives the last renewal by the instance writing it (default 1m): a name
+	// whose writer died or lost its connection is removed within about this long after
+	// (see TempKeeper).
+	TempLease time.Duration `yaml:"temp_lease" env:"TEMP_LEASE"`
 }
 
 // withDefaults fills unset fields with their defaults.
@@ -146,6 +151,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.TusMaxBytesPerOwner, 4<<40)
 	setDefault(&c.TusExpiry, 24*time.Hour)
 	setDefault(&c.TusLease, 30*time.Second)
+	setDefault(&c.TempLease, time.Minute)
 	if c.ListStreamDirBytes == 0 {
 		c.ListStreamDirBytes = 64 << 10
 	}
@@ -252,6 +258,7 @@ type Server struct {
 	downloads *slot.Pool      // download read-ahead buffers, in bytes, with each user's share
 	dlBufs    sync.Pool       // *bufio.Reader of DownloadBufferBytes
 	limits    *limits         // per-owner shares
+	temps     *TempKeeper     // records of temporary names being written (temps.go)
 
 	listenURL atomic.Pointer[string] // the base of handed-out URLs when Config.PublicURL is unset
 }
@@ -312,6 +319,7 @@ func New(cfg Config, d Deps) *Server {
 		s.access = access.New(access.Config{}, access.Deps{Store: d.Store, Keyring: d.Keyring, Network: d.Network, Log: d.Log})
 	}
 	s.limits = newLimits(cfg.OwnerLimits)
+	s.temps = newTempKeeper(s)
 	s.loads = slot.New(maxConcurrentLoads, int64(s.limits.maxLoadsPerOwner))
 	s.reqDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sshapi_http_request_duration_seconds",

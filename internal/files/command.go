@@ -218,26 +218,32 @@ func (f *FS) Compress(ctx context.Context, sources []string, archive, format str
 		// -C is positional; --add-file takes the name as data even when it starts with "-".
 		argv = append(argv, "-C", path.Dir(abs), "--add-file="+path.Base(abs))
 	}
-	file, err := f.createTemp(op, dst, tmp)
+	gone, err := f.createTracked(ctx, op, dst, tmp)
 	if err != nil {
 		return err
 	}
+	file, err := f.createTemp(op, dst, tmp)
+	if err != nil {
+		f.createFailed(err, gone)
+		return err
+	}
 	if err := file.Close(); err != nil {
-		_ = f.c.Remove(tmp)
+		f.removeTemp(tmp, gone)
 		return f.writeErr(op, dst, err)
 	}
 	if _, err := f.command(ctx, op, dst, argv...); err != nil {
-		_ = f.c.Remove(tmp) // best effort; the command's error is the one to report
+		f.removeTemp(tmp, gone) // best effort; the command's error is the one to report
 		return err
 	}
 	if err := f.c.Chmod(tmp, DefaultFileMode); err != nil {
-		_ = f.c.Remove(tmp)
+		f.removeTemp(tmp, gone)
 		return f.writeErr(op, dst, err)
 	}
 	if err := f.rename(op, tmp, dst, false); err != nil {
-		_ = f.c.Remove(tmp)
+		f.removeTemp(tmp, gone)
 		return err
 	}
+	gone()
 	return nil
 }
 

@@ -68,8 +68,14 @@ func (f *FS) Extract(ctx context.Context, archive, destination string) error {
 		return err
 	}
 	tmp := path.Join(dst, tempName("extract"))
+	gone, err := f.createTracked(ctx, op, dst, tmp)
+	if err != nil {
+		return err
+	}
 	if err := f.c.Mkdir(tmp); err != nil {
-		return f.createErr(op, tmp, err)
+		err = f.createErr(op, tmp, err)
+		f.createFailed(err, gone)
+		return err
 	}
 	err = f.chmod(op, tmp, 0o700)
 	if err == nil {
@@ -80,6 +86,8 @@ func (f *FS) Extract(ctx context.Context, archive, destination string) error {
 	}
 	if rerr := f.removeTree(context.WithoutCancel(ctx), op, tmp); rerr != nil && err == nil {
 		err = rerr
+	} else if rerr == nil {
+		gone()
 	}
 	return err
 }

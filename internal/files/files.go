@@ -58,6 +58,9 @@ type Options struct {
 	// openssl passed the self-test), shared by the FSes of the same server so the test runs
 	// once rather than per checksum. Nil tests it in every checksum of a big file.
 	Tools *digest.Tools
+	// Temps, if set, is told of each temporary name a request-scoped operation creates (see
+	// Temps). Nil records nothing: a name left behind by a lost connection stays.
+	Temps Temps
 }
 
 // FS performs file operations on one remote system for one user. It is cheap to construct

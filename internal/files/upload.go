@@ -69,7 +69,8 @@ type UploadResult struct {
 // is the temporary file renamed into place, atomically replacing an existing file when
 // opts.Overwrite is set. On any error, including ctx cancellation and a reader error, the
 // temporary file is removed and an existing destination is left untouched. (If the connection
-// itself drops, the temporary file cannot be removed and stays behind.)
+// itself drops, the temporary file cannot be removed now; with Options.Temps its record lets it
+// be removed later.)
 func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptions) (*UploadResult, error) {
 	const op = "upload"
 	mode, err := fileMode(op, p, opts.Mode, 0)
@@ -112,15 +113,20 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	}
 
 	tmp := path.Join(dir, tempName(name))
+	gone, err := f.createTracked(ctx, op, abs, tmp)
+	if err != nil {
+		return nil, err
+	}
 	file, err := f.createTemp(op, abs, tmp)
 	if err != nil {
+		f.createFailed(err, gone)
 		return nil, err
 	}
 	keep := false
 	defer func() {
 		if !keep {
 			_ = file.Close()
-			_ = f.c.Remove(tmp) // best effort: the error being returned is the one that matters
+			f.removeTemp(tmp, gone) // best effort: the error being returned is the one that matters
 		}
 	}()
 	h := sha256.New()
@@ -154,6 +160,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 		return nil, err
 	}
 	keep = true
+	gone()
 	return &UploadResult{Path: abs, Size: n, SHA256: sum}, nil
 }
 

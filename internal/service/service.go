@@ -189,7 +189,8 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	s.access.Start(ctx) // audit retention
 	s.jobs.Start()
-	s.uploads.Start(ctx) // removes expired resumable uploads' part files
+	s.uploads.Start(ctx)     // removes expired resumable uploads' part files
+	s.api.Temps().Start(ctx) // renews temporary-name records, removes names left behind
 	if s.ui != nil {
 		s.ui.Start(ctx) // deletes expired sessions
 	}
@@ -247,6 +248,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.access.Stop()
 	s.jobs.Stop()
 	s.uploads.Stop()
+	s.api.Temps().Stop()
 	if s.ui != nil {
 		s.ui.Stop()
 	}
