@@ -61,14 +61,6 @@ func TestSoakShort(t *testing.T) {
 			t.Errorf("fault %s was not injected (windows %+v)", f, rep.Windows)
 		}
 	}
-	// Known issue, kept visible rather than failing every run: the upload the SIGKILL fault sends
-	// straight to the killed instance leaves its temporary file behind (no reaper). When this
-	// stops happening, set FailOnKnown above so that it cannot come back.
-	if n := len(rep.Check.LeftoversAfterKill); n > 0 {
-		t.Logf("KNOWN ISSUE: %d temporary file(s) of uploads in flight at a SIGKILL left on the sshd's disk: %v", n, rep.Check.LeftoversAfterKill)
-	} else {
-		t.Logf("the uploads in flight at a SIGKILL left nothing behind: the known issue may be fixed (set FailOnKnown)")
-	}
 	if rep.Check.UploadsAcknowledged == 0 || rep.Check.TransfersSucceeded == 0 || rep.Overall.Outcomes["ok"] == 0 {
 		t.Errorf("too little load to mean anything: %+v, outcomes %v", rep.Check, rep.Overall.Outcomes)
 	}
