@@ -78,7 +78,6 @@ func newBenchSoakCmd() *cobra.Command {
 	f.StringVar(&mdOut, "markdown", "", "write the Markdown tables to this file")
 	f.StringVar(&plots, "plots", "", "write PNG plots (latency over time, instance memory) into this directory")
 	f.StringVar(&o.LogDir, "logs", "", "copy the instances', HAProxy's and sshd's logs into this directory at the end")
-	f.BoolVar(&o.FailOnKnown, "fail-on-known", false, "fail on the known issues too (temporary files of uploads in flight at a SIGKILL)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }

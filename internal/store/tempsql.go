@@ -17,6 +17,13 @@ type Querier interface {
 	Query(ctx context.Context, query string, args []any, row func(scan func(dest ...any) error) error) error
 	// IsConflict reports whether err is a unique-constraint violation.
 	IsConflict(err error) bool
+	// InTx runs fn with a Querier bound to one transaction, committed when fn returns nil and
+	// rolled back otherwise.
+	InTx(ctx context.Context, fn func(q Querier) error) error
+	// LockKey, inside InTx, serializes the transactions that lock the same key until they end
+	// (PostgreSQL: a transaction-scoped advisory lock; SQLite runs one write transaction at a
+	// time already).
+	LockKey(ctx context.Context, key string) error
 }
 
 // Rebind turns the "?" placeholders of q into PostgreSQL's "$1", "$2", …. The queries written

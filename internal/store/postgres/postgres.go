@@ -37,8 +37,9 @@ const uniqueViolation = "23505"
 // DB is a store.Store backed by a PostgreSQL database. It is safe for concurrent use.
 type DB struct {
 	pool *pgxpool.Pool
-	// SQLTemps are the queries shared with every driver, run through sharedQuerier.
+	// SQLTemps and SQLUploads are queries shared with every driver, run through sharedQuerier.
 	store.SQLTemps
+	store.SQLUploads
 }
 
 var _ store.Store = (*DB)(nil)
@@ -53,7 +54,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &DB{pool: pool, SQLTemps: store.SQLTemps{Q: sharedQuerier{pool}}}, nil
+	return &DB{pool: pool, SQLTemps: store.SQLTemps{Q: newSharedQuerier(pool)}, SQLUploads: store.SQLUploads{Q: newSharedQuerier(pool)}}, nil
 }
 
 // Migrate applies the numbered goose migrations at the top of fsys (a migrations/ directory

@@ -42,8 +42,9 @@ var migrations embed.FS
 // use.
 type DB struct {
 	db *sql.DB
-	// SQLTemps are the queries shared with every driver, run through sharedQuerier.
+	// SQLTemps and SQLUploads are queries shared with every driver, run through sharedQuerier.
 	store.SQLTemps
+	store.SQLUploads
 }
 
 var _ store.Store = (*DB)(nil)
@@ -59,7 +60,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{db: db, SQLTemps: store.SQLTemps{Q: sharedQuerier{db}}}, nil
+	return &DB{db: db, SQLTemps: store.SQLTemps{Q: newSharedQuerier(db)}, SQLUploads: store.SQLUploads{Q: newSharedQuerier(db)}}, nil
 }
 
 // OpenFile opens (creating if needed) the SQLite file at path with the settings every sshapi
