@@ -31,6 +31,13 @@ const maxForgetQueue = 10_000
 // name with the system owner's credential, confined to the system's root like every file
 // operation; a system that is gone forgets the record, one that cannot be reached keeps it for
 // a later sweep. Only temporary names (files.IsTempName) are ever removed.
+//
+// What others may do meanwhile: a name is random (64 bits) and recorded before it exists, so no
+// one can place something under it in advance. Once a request failed, a grantee with write
+// access may see the name and replace it or its directory. The removal then still stays inside
+// the system's root (the directory is resolved confined, following links only within the root),
+// removes a link itself rather than its target, and removes only that exact name: at worst
+// something the grantee could have removed themselves.
 type TempKeeper struct {
 	s     *Server
 	lease time.Duration
