@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -224,32 +225,59 @@ func TestPutResumableCut(t *testing.T) {
 }
 
 // TestPutResumableStaleState: a state file naming an upload the service no longer has (expired,
-// say) makes put start over, and it is replaced and then removed.
+// or finished by a run that died before it could remove the state) makes put start over, unless
+// the destination already holds the file's bytes; either way the state is gone afterwards.
 func TestPutResumableStaleState(t *testing.T) {
 	e := startVerbEnv(t)
-	cache := t.TempDir()
-	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	data := []byte(strings.Repeat("stale state ", 1000))
 	src := filepath.Join(t.TempDir(), "s.bin")
 	if err := os.WriteFile(src, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	fi, _ := os.Stat(src)
-	file, err := uploadStateFile(e.url, "hpc", e.remote+"/s.bin", fi.Size(), fi.ModTime())
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name      string
+		already   bool // the destination holds the bytes already
+		wantNote  string
+		wantMtime bool // the destination was not written again
+	}{
+		{name: "the upload is gone: put starts over", wantNote: "starting over"},
+		{name: "the upload finished before: nothing is sent", already: true, wantMtime: true},
 	}
-	if err := writeUploadState(file, &uploadState{URL: "/v1/systems/hpc/uploads/nosuchupload", Created: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	code, _, errOut := sshapi(t, "put", "--resumable", "--progress", src, "hpc:"+e.remote+"/s.bin")
-	if code != 0 || !strings.Contains(errOut, "starting over") {
-		t.Fatalf("put: exit %d: %s", code, errOut)
-	}
-	if got, err := os.ReadFile(filepath.Join(e.remote, "s.bin")); err != nil || !bytes.Equal(got, data) {
-		t.Errorf("remote file: %v", err)
-	}
-	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("state file after success: %v", err)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("s%d.bin", i)
+			remotePath := filepath.Join(e.remote, name)
+			old := time.Now().Add(-time.Hour).Truncate(time.Second)
+			if tc.already {
+				if err := os.WriteFile(remotePath, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chtimes(remotePath, old, old); err != nil {
+					t.Fatal(err)
+				}
+			}
+			file, err := uploadStateFile(e.url, "hpc", e.remote+"/"+name, fi.Size(), fi.ModTime())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := writeUploadState(file, &uploadState{URL: "/v1/systems/hpc/uploads/nosuchupload", Created: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			code, _, errOut := sshapi(t, "put", "--resumable", "--progress", src, "hpc:"+e.remote+"/"+name)
+			if code != 0 || !strings.Contains(errOut, tc.wantNote) {
+				t.Fatalf("put: exit %d, want a note %q: %s", code, tc.wantNote, errOut)
+			}
+			if got, err := os.ReadFile(remotePath); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("remote file: %v", err)
+			}
+			if st, err := os.Stat(remotePath); err == nil && st.ModTime().Equal(old) != tc.wantMtime {
+				t.Errorf("remote file modified at %s (before the run: %s); want it rewritten: %v", st.ModTime(), old, !tc.wantMtime)
+			}
+			if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("state file after success: %v", err)
+			}
+		})
 	}
 }
