@@ -107,8 +107,8 @@ Files of 64 MiB and more, and any file with --resumable, go through the service'
 how many bytes it committed and sends only the rest (up to --retries failed requests in a row).
 If put gives up or is interrupted, running the same command again with the same file (same size
 and modification time) continues the upload: its URL is kept in the user cache directory
-(sshapi/uploads/) until the upload finished, until the service forgot it (http.tus_expiry,
-24h by default; put then starts over).`,
+(sshapi/uploads/) until the upload finishes or the service forgets it (http.tus_expiry, 24h
+by default; put then starts over).`,
 		Args: cobra.ExactArgs(2),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			if len(args) == 0 {
