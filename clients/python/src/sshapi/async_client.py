@@ -370,6 +370,7 @@ class AsyncClient(Base):
                         offset, _ = await self._do(tus.head_call(url))
                     except NotFoundError:
                         if await self._uploaded(system, src, size, remote_path, digest):
+                            Counter(size, progress, done=size)
                             break  # the last PATCH finished the upload and its answer was lost
                         raise
                     offset = await self._patch(tus.patch_call(url, offset, 0), b"")

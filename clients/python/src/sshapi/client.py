@@ -391,6 +391,7 @@ class Client(Base):
                         offset, _ = self._do(tus.head_call(url))
                     except NotFoundError:
                         if self._uploaded(system, src, size, remote_path, digest):
+                            Counter(size, progress, done=size)
                             break  # the last PATCH finished the upload and its answer was lost
                         raise
                     offset = self._patch(tus.patch_call(url, offset, 0), b"")
