@@ -88,7 +88,7 @@ func putResumable(cmd *cobra.Command, c *client.Client, o getPutOptions, f *os.F
 		fmt.Fprintf(stderr, "put: %v; an interrupted upload will not be continued by running put again\n", err)
 	}
 	opts := client.ResumableOptions{SHA256: sum, Overwrite: !o.noClobber, Retries: o.retries, ChunkSize: o.chunkSize,
-		Progress: func(off int64) {
+		Sent: func(off int64) {
 			if bar != nil {
 				_ = bar.Set64(off)
 			}

@@ -34,9 +34,12 @@ type ResumableOptions struct {
 	Created func(url string)
 	// ChunkSize is the most bytes one PATCH carries (default DefaultChunkSize).
 	ChunkSize int64
-	// Progress, if set, is told how far into the file the upload is: the bytes handed to the
-	// connection, and after a failure the server's committed offset it goes on from.
+	// Progress, if set, is told the server's committed offset after each PATCH with bytes that
+	// succeeded (and the size when the upload turns out to be complete already).
 	Progress func(offset int64)
+	// Sent, if set, is told how far into the file the upload is as the bytes are handed to the
+	// connection, and the committed offset it goes on from after a failure (a progress bar).
+	Sent func(offset int64)
 	// Retries is how many failed requests in a row are retried from the server's committed
 	// offset (default 5), with a wait of Backoff (default 500ms) times the failures so far.
 	Retries int
@@ -88,6 +91,11 @@ func (c *Client) UploadResumable(ctx context.Context, system, p string, r io.Rea
 			o.Progress(off)
 		}
 	}
+	sent := func(off int64) {
+		if o.Sent != nil {
+			o.Sent(off)
+		}
+	}
 	// uploaded says whether the remote file already holds the bytes (the upload finished and
 	// its answer was lost, here or in an earlier run).
 	uploaded := func() bool {
@@ -110,6 +118,7 @@ func (c *Client) UploadResumable(ctx context.Context, system, p string, r io.Rea
 		got, length, err := c.uploadOffset(ctx, loc)
 		if IsStatus(err, http.StatusNotFound) || IsStatus(err, http.StatusGone) {
 			if uploaded() {
+				sent(size)
 				progress(size)
 				return nil
 			}
@@ -123,28 +132,30 @@ func (c *Client) UploadResumable(ctx context.Context, system, p string, r io.Rea
 		}
 		off = got
 	}
-	progress(off)
+	sent(off)
 	current := true
 	for failures := 0; off < size; {
 		var err error
 		if current {
 			n := min(o.ChunkSize, size-off)
-			body := &countingReader{r: io.NewSectionReader(r, off, n), off: off, progress: progress}
+			body := &countingReader{r: io.NewSectionReader(r, off, n), off: off, progress: sent}
 			if off, err = c.patchUpload(ctx, loc, off, body, n); err == nil {
 				failures = 0
+				progress(off)
 				continue
 			}
 		} else {
 			// The committed offset, then an empty PATCH there to wait out the failed request.
 			var got int64
 			if got, _, err = c.uploadOffset(ctx, loc); IsStatus(err, http.StatusNotFound) && uploaded() {
-				off = size
-				break
+				sent(size)
+				progress(size)
+				return nil
 			}
 			if err == nil {
 				if off, err = c.patchUpload(ctx, loc, got, http.NoBody, 0); err == nil {
 					current = true
-					progress(off)
+					sent(off)
 					continue
 				}
 			}
@@ -162,7 +173,6 @@ func (c *Client) UploadResumable(ctx context.Context, system, p string, r io.Rea
 		case <-time.After(time.Duration(failures) * o.Backoff):
 		}
 	}
-	progress(size)
 	return nil
 }
 
