@@ -41,7 +41,8 @@ type ResumableOptions struct {
 	// connection, and the committed offset it goes on from after a failure (a progress bar).
 	Sent func(offset int64)
 	// Retries is how many failed requests in a row are retried from the server's committed
-	// offset (default 5), with a wait of Backoff (default 500ms) times the failures so far.
+	// offset (default 5), with a wait of Backoff (default 500ms) times the failures so far; 423
+	// answers are waited out for up to LockWait and not counted.
 	Retries int
 	Backoff time.Duration
 }
@@ -64,6 +65,11 @@ func (e *InterruptedError) Error() string {
 
 // Unwrap returns the last failure.
 func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// LockWait is how long UploadResumable keeps waiting while the server answers 423 (the request
+// that failed, or another one, still holds the upload: it drains what it had received before it
+// lets go, which on a busy server takes seconds). These waits do not count against Retries.
+const LockWait = 2 * time.Minute
 
 // ErrUploadGone is returned when the upload named by ResumableOptions.URL no longer exists (it
 // expired, was terminated, failed, or finished) and the remote file does not hold the bytes.
@@ -134,13 +140,14 @@ func (c *Client) UploadResumable(ctx context.Context, system, p string, r io.Rea
 	}
 	sent(off)
 	current := true
+	locked, lockDeadline := 0, time.Time{} // 423s in a row, and until when they are waited out
 	for failures := 0; off < size; {
 		var err error
 		if current {
 			n := min(o.ChunkSize, size-off)
 			body := &countingReader{r: io.NewSectionReader(r, off, n), off: off, progress: sent}
 			if off, err = c.patchUpload(ctx, loc, off, body, n); err == nil {
-				failures = 0
+				failures, locked = 0, 0
 				progress(off)
 				continue
 			}
@@ -154,7 +161,7 @@ func (c *Client) UploadResumable(ctx context.Context, system, p string, r io.Rea
 			}
 			if err == nil {
 				if off, err = c.patchUpload(ctx, loc, got, http.NoBody, 0); err == nil {
-					current = true
+					current, locked = true, 0
 					sent(off)
 					continue
 				}
@@ -164,13 +171,22 @@ func (c *Client) UploadResumable(ctx context.Context, system, p string, r io.Rea
 			return err
 		}
 		current = false
-		if failures++; failures > o.Retries {
+		wait := time.Duration(failures+1) * o.Backoff
+		if IsStatus(err, http.StatusLocked) && (locked == 0 || time.Now().Before(lockDeadline)) {
+			// The server is up and busy finishing the failed request (it drains what it had
+			// received before it lets go of the upload): wait it out, not counting a failure.
+			if locked == 0 {
+				lockDeadline = time.Now().Add(LockWait)
+			}
+			locked++
+			wait = time.Duration(min(locked, 4)) * o.Backoff
+		} else if failures++; failures > o.Retries {
 			return &InterruptedError{URL: loc, Offset: off, Err: err}
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Duration(failures) * o.Backoff):
+		case <-time.After(wait):
 		}
 	}
 	return nil

@@ -24,6 +24,11 @@ DEFAULT_CHUNK_SIZE = 64 << 20
 #: keep it and give it back as ``upload_url=`` after its process died.
 UploadURLHook = Callable[[str], None]
 
+#: How long a resumable upload keeps waiting while the server answers 423 (the request that
+#: failed, or another one, still holds the upload: it drains what it had received before it lets
+#: go, which on a busy server takes seconds). These waits do not count as failed requests.
+LOCK_WAIT = 120.0
+
 _TUS = {"Tus-Resumable": TUS_VERSION}
 
 
@@ -84,6 +89,11 @@ def worth_resuming(e: Exception) -> bool:
     if isinstance(e, ConnectionFailed):
         return True
     return isinstance(e, APIError) and (e.status >= 500 or e.status in (409, 423))
+
+
+def locked(e: Exception) -> bool:
+    """True for a 423: another request holds the upload for now."""
+    return isinstance(e, APIError) and e.status == 423
 
 
 def range_chunks(f: IO[bytes], n: int, counter: Counter) -> Iterator[bytes]:

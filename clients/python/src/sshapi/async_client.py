@@ -359,6 +359,7 @@ class AsyncClient(Base):
             if length != size:
                 raise ValueError(f"the upload at {url} is {length} bytes long, the source {size}: not the same file")
         failures, current = 0, True
+        locked, lock_deadline = 0, 0.0  # 423s in a row, and until when they are waited out
         while offset < size:
             try:
                 if not current:
@@ -374,18 +375,26 @@ class AsyncClient(Base):
                             break  # the last PATCH finished the upload and its answer was lost
                         raise
                     offset = await self._patch(tus.patch_call(url, offset, 0), b"")
-                    current = True
+                    current, locked = True, 0
                     continue
                 n = min(chunk_size, size - offset)
                 counter = Counter(size, progress, done=offset)
                 patch = tus.patch_call(url, offset, n)
                 body = lambda at=offset, n=n, c=counter: tus.async_range_chunks(src.open_at(at), n, c)  # noqa: E731 (read again per attempt)
                 offset = await self._patch(patch, body)
-                failures = 0
+                failures, locked = 0, 0
             except (ConnectionFailed, APIError) as e:
                 if not tus.worth_resuming(e):
                     raise
                 current = False
+                if tus.locked(e):
+                    # the server is up and busy finishing the failed request: wait it out
+                    if not locked:
+                        lock_deadline = time.monotonic() + tus.LOCK_WAIT
+                    locked += 1
+                    if time.monotonic() < lock_deadline:
+                        await asyncio.sleep(self._retry.delay(min(locked, 3)))
+                        continue
                 failures += 1
                 if failures >= self._retry.attempts:
                     raise UploadInterrupted(f"resumable upload to {remote_path}: {failures} failed requests in a row ({e}); {offset} of {size} bytes committed at {url}", url, offset) from e

@@ -315,8 +315,9 @@ class Client(Base):
         connection (or a 5xx, 409 or 423 answer) the SDK asks the server's committed offset
         (HEAD) and sends the rest from there, and ``progress`` goes on from that offset. It needs
         a source that can be read again (a path, bytes or a seekable file); ``mode`` is not
-        supported. After as many failed requests in a row as the retry policy's ``attempts`` it
-        raises :class:`~sshapi.UploadInterrupted`, whose ``upload_url`` continues the upload
+        supported. After as many failed requests in a row as the retry policy's ``attempts`` (423
+        answers, the server still finishing a cut request, are waited out for up to two minutes
+        and not counted) it raises :class:`~sshapi.UploadInterrupted`, whose ``upload_url`` continues the upload
         later: ``upload(..., upload_url=e.upload_url)`` (the same source; implies
         ``resumable``). ``on_upload_url(url)`` is told the URL as soon as the upload exists, to
         keep it across a crash of the calling process.
@@ -380,6 +381,7 @@ class Client(Base):
             if length != size:
                 raise ValueError(f"the upload at {url} is {length} bytes long, the source {size}: not the same file")
         failures, current = 0, True
+        locked, lock_deadline = 0, 0.0  # 423s in a row, and until when they are waited out
         while offset < size:
             try:
                 if not current:
@@ -395,18 +397,26 @@ class Client(Base):
                             break  # the last PATCH finished the upload and its answer was lost
                         raise
                     offset = self._patch(tus.patch_call(url, offset, 0), b"")
-                    current = True
+                    current, locked = True, 0
                     continue
                 n = min(chunk_size, size - offset)
                 counter = Counter(size, progress, done=offset)
                 patch = tus.patch_call(url, offset, n)
                 body = lambda at=offset, n=n, c=counter: tus.range_chunks(src.open_at(at), n, c)  # noqa: E731 (read again per attempt)
                 offset = self._patch(patch, body)
-                failures = 0
+                failures, locked = 0, 0
             except (ConnectionFailed, APIError) as e:
                 if not tus.worth_resuming(e):
                     raise
                 current = False
+                if tus.locked(e):
+                    # the server is up and busy finishing the failed request: wait it out
+                    if not locked:
+                        lock_deadline = time.monotonic() + tus.LOCK_WAIT
+                    locked += 1
+                    if time.monotonic() < lock_deadline:
+                        time.sleep(self._retry.delay(min(locked, 3)))
+                        continue
                 failures += 1
                 if failures >= self._retry.attempts:
                     raise UploadInterrupted(f"resumable upload to {remote_path}: {failures} failed requests in a row ({e}); {offset} of {size} bytes committed at {url}", url, offset) from e
