@@ -202,7 +202,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Load-test sshapi (open loop, latency from the scheduled send) beside OpenSSH and Python peers",
 	}
-	cmd.AddCommand(newBenchCommandsCmd(), newBenchBurstCmd(), newBenchSessionsCmd(), newBenchPaperCmd(), newBenchReportCmd(), newBenchTransferCmd(), newBenchListingCmd(), newBenchSoakCmd())
+	cmd.AddCommand(newBenchCommandsCmd(), newBenchBurstCmd(), newBenchSessionsCmd(), newBenchPaperCmd(), newBenchReportCmd(), newBenchTransferCmd(), newBenchListingCmd(), newBenchSoakCmd(), newBenchTusCmd())
 	return cmd
 }
 
@@ -335,7 +335,7 @@ func newBenchPaperCmd() *cobra.Command {
 	f.IntVar(&o.MaxInFlight, "concurrency-cap", 256, "most requests in flight per run")
 	f.DurationVar(&o.Timeout, "timeout", 30*time.Second, "per-request timeout")
 	f.DurationVar(&o.Drain, "drain", 5*time.Second, "how long stragglers may finish after a rate's window")
-	f.StringVar(&transferSize, "transfer-size", "256MiB", "file size of the transfer section (loopback and 1 Gbit/s × 50 ms, beside sftp and scp -3); 1GiB for the full run, none skips")
+	f.StringVar(&transferSize, "transfer-size", "256MiB", "file size of the transfer section (loopback and 1 Gbit/s × 50 ms, beside sftp and scp -3) and of the resumable-upload section (tus beside curl PUT, last); 1GiB for the full run, none skips both")
 	f.StringVar(&channels, "channels", "1,2,4,8,auto", "SFTP channel counts of the transfer section's API downloads and uploads at 1 Gbit/s × 50 ms; none skips")
 	f.IntVar(&o.ListEntries, "list-entries", 10_000, "entries of the directory the listing section lists through the API and OpenSSH at 1 and 50 at once (-1 skips)")
 	f.StringVar(&cipherSize, "cipher-size", "256MiB", "file size of the per-cipher section (API upload and download beside sftp -c, loopback and 1 Gbit/s × 50 ms, CPU per GiB); none skips")

@@ -22,6 +22,8 @@ type getPutOptions struct {
 	noVerify  bool
 	noClobber bool
 	resumable bool
+	retries   int
+	chunkSize int64
 }
 
 func (o *getPutOptions) addFlags(cmd *cobra.Command) {
@@ -98,7 +100,16 @@ func newPutCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "put LOCAL SYSTEM:PATH",
 		Short: "Upload a local file (PATH may be a directory); written atomically and verified by SHA-256",
-		Args:  cobra.ExactArgs(2),
+		Long: `Upload a local file (PATH may be a directory); written atomically and verified by SHA-256.
+
+Files of 64 MiB and more, and any file with --resumable, go through the service's resumable
+(tus) endpoint in requests of --chunk-size bytes: after a dropped connection put asks the server
+how many bytes it committed and sends only the rest (up to --retries failed requests in a row).
+If put gives up or is interrupted, running the same command again with the same file (same size
+and modification time) continues the upload: its URL is kept in the user cache directory
+(sshapi/uploads/) until the upload finishes or the service forgets it (http.tus_expiry, 24h
+by default; put then starts over).`,
+		Args: cobra.ExactArgs(2),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			if len(args) == 0 {
 				return nil, cobra.ShellCompDirectiveDefault
@@ -119,7 +130,11 @@ func newPutCmd() *cobra.Command {
 	}
 	o.addFlags(cmd)
 	cmd.Flags().BoolVarP(&o.noClobber, "no-clobber", "n", false, "fail if the remote file exists")
-	cmd.Flags().BoolVar(&o.resumable, "resumable", false, fmt.Sprintf("upload through the resumable (tus) endpoint, which continues from the server's committed offset after a lost connection (always for files of %d MiB and more)", resumableFrom>>20))
+	cmd.Flags().BoolVar(&o.resumable, "resumable", false, fmt.Sprintf("upload through the resumable (tus) endpoint (always for files of %d MiB and more): "+
+		"after a lost connection it continues from the bytes the server committed, and an interrupted put continues when run again "+
+		"with the same file (same size and modification time) and destination (state kept under the user cache dir, sshapi/uploads)", resumableFrom>>20))
+	cmd.Flags().IntVar(&o.retries, "retries", 5, "resumable uploads: failed requests in a row to retry before giving up (run the command again to continue)")
+	cmd.Flags().Int64Var(&o.chunkSize, "chunk-size", client.DefaultChunkSize, "resumable uploads: most bytes per request (PATCH)")
 	return cmd
 }
 
@@ -160,22 +175,7 @@ func runPut(cmd *cobra.Command, c *client.Client, o getPutOptions, local string,
 	}
 	bar := o.progress.newBar(cmd.ErrOrStderr(), st.Size(), filepath.Base(local))
 	if o.resumable || st.Size() >= resumableFrom {
-		err := c.UploadResumable(ctx, dst.system, dst.path, f, st.Size(), client.ResumableOptions{SHA256: sum, Overwrite: !o.noClobber,
-			Progress: func(off int64) {
-				if bar != nil {
-					_ = bar.Set64(off)
-				}
-			}})
-		if client.IsStatus(err, http.StatusUnprocessableEntity) {
-			return fmt.Errorf("put %s: the server received different bytes (file changed while uploading?); nothing was written: %w", dst, err)
-		}
-		if err != nil {
-			return fmt.Errorf("put %s: %w", dst, err)
-		}
-		if bar != nil {
-			_ = bar.Finish()
-		}
-		return nil
+		return putResumable(cmd, c, o, f, st, sum, dst, bar)
 	}
 	res, err := c.Upload(ctx, dst.system, dst.path, barReader(f, bar), st.Size(), sum, !o.noClobber)
 	if err != nil {

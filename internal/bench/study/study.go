@@ -227,7 +227,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	if err := Write(report, o.Out, extra); err != nil {
 		return report, err
 	}
-	return report, nil
+	return report, paperTus(ctx, o) // resumable uploads beside curl PUT (tus.go), appended to benchmarks.md
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -25,6 +25,7 @@ from .errors import (
     SshapiError,
     TransferFailedError,
     UnauthorizedError,
+    UploadInterrupted,
     WaitTimeout,
 )
 from .models import (
@@ -58,6 +59,7 @@ __all__ = [
     "ClientCredentials",
     "SshapiError",
     "ConnectionFailed",
+    "UploadInterrupted",
     "APIError",
     "BadRequestError",
     "UnauthorizedError",

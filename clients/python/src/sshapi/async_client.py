@@ -32,7 +32,9 @@ from ._core import (
     system_url,
     upload_call,
 )
-from .errors import ChecksumMismatchError, ConnectionFailed, NotFoundError, WaitTimeout
+from . import _tus as tus
+from ._tus import DEFAULT_CHUNK_SIZE, UploadURLHook
+from .errors import APIError, ChecksumMismatchError, ConnectionFailed, NotFoundError, UploadInterrupted, WaitTimeout
 from .models import (
     Checksum,
     CommandEvent,
@@ -286,9 +288,25 @@ class AsyncClient(Base):
         overwrite: bool = True,
         parents: bool = False,
         mode: Optional[str] = None,
+        resumable: bool = False,
+        *,
+        upload_url: Optional[str] = None,
+        on_upload_url: Optional[UploadURLHook] = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> UploadResult:
+        """See :meth:`sshapi.Client.upload` (``resumable``, ``upload_url``, ``on_upload_url``
+        and ``chunk_size`` too)."""
         src = UploadSource(source)
         size = src.size()
+        if resumable or upload_url is not None:
+            if not src.rewindable or size is None:
+                raise TypeError("a resumable upload needs a path, bytes or a seekable file")
+            if mode is not None:
+                raise TypeError("mode is not supported with resumable=True")
+            if chunk_size <= 0:
+                raise ValueError("chunk_size must be positive")
+            digest = await asyncio.to_thread(src.sha256) if verify else None
+            return await self._upload_resumable(system, src, size, remote_path, progress, digest, overwrite, parents, upload_url, on_upload_url, chunk_size)
         digest = await asyncio.to_thread(src.sha256) if verify and src.rewindable else None
         url, params, headers = upload_call(system, remote_path, overwrite, parents, mode, digest, size)
         counters: List[Counter] = []
@@ -306,6 +324,98 @@ class AsyncClient(Base):
         if verify and digest is None and counters and counters[-1].hash is not None and counters[-1].hash.hexdigest() != res.sha256:
             raise ChecksumMismatchError(422, {"title": "Checksum mismatch", "detail": f"sent sha256 {counters[-1].hash.hexdigest()}, server wrote {res.sha256}"})
         return res
+
+    async def _upload_resumable(
+        self,
+        system: str,
+        src: UploadSource,
+        size: int,
+        remote_path: str,
+        progress: Optional[Progress],
+        digest: Optional[str],
+        overwrite: bool,
+        parents: bool,
+        upload_url: Optional[str],
+        on_upload_url: Optional[UploadURLHook],
+        chunk_size: int,
+    ) -> UploadResult:
+        """The tus client behind ``upload(..., resumable=True)``; the loop of
+        :meth:`sshapi.Client._upload_resumable`, awaited."""
+        done = UploadResult(path=remote_path, size=size, sha256=digest or "")
+        if upload_url is None:
+            url = await self._do(tus.create_call(system, size, remote_path, digest, overwrite, parents))
+            if on_upload_url is not None:
+                on_upload_url(url)
+            offset: int = 0 if size else size  # an empty upload is finished by its creation
+        else:
+            url = upload_url
+            try:
+                offset, length = await self._do(tus.head_call(url))
+            except NotFoundError:
+                if await self._uploaded(system, src, size, remote_path, digest):
+                    Counter(size, progress, done=size)
+                    return done  # an earlier run finished it and lost the answer
+                raise
+            if length != size:
+                raise ValueError(f"the upload at {url} is {length} bytes long, the source {size}: not the same file")
+        failures, current = 0, True
+        locked, lock_deadline = 0, 0.0  # 423s in a row, and until when they are waited out
+        while offset < size:
+            try:
+                if not current:
+                    # After a failure: the committed offset, then an empty PATCH there, which
+                    # succeeds only once the failed request has ended on the server (it may still
+                    # be writing what it had received: 423 or 409), so the PATCH with the bytes
+                    # after it is not refused halfway through its body.
+                    try:
+                        offset, _ = await self._do(tus.head_call(url))
+                    except NotFoundError:
+                        if await self._uploaded(system, src, size, remote_path, digest):
+                            Counter(size, progress, done=size)
+                            break  # the last PATCH finished the upload and its answer was lost
+                        raise
+                    offset = await self._patch(tus.patch_call(url, offset, 0), b"")
+                    current, locked = True, 0
+                    continue
+                n = min(chunk_size, size - offset)
+                counter = Counter(size, progress, done=offset)
+                patch = tus.patch_call(url, offset, n)
+                body = lambda at=offset, n=n, c=counter: tus.async_range_chunks(src.open_at(at), n, c)  # noqa: E731 (read again per attempt)
+                offset = await self._patch(patch, body)
+                failures, locked = 0, 0
+            except (ConnectionFailed, APIError) as e:
+                if not tus.worth_resuming(e):
+                    raise
+                current = False
+                if tus.locked(e):
+                    # the server is up and busy finishing the failed request: wait it out
+                    if not locked:
+                        lock_deadline = time.monotonic() + tus.LOCK_WAIT
+                    locked += 1
+                    if time.monotonic() < lock_deadline:
+                        await asyncio.sleep(self._retry.delay(min(locked, 3)))
+                        continue
+                failures += 1
+                if failures >= self._retry.attempts:
+                    raise UploadInterrupted(f"resumable upload to {remote_path}: {failures} failed requests in a row ({e}); {offset} of {size} bytes committed at {url}", url, offset) from e
+                await asyncio.sleep(self._retry.delay(failures - 1))
+        return done
+
+    async def _patch(self, call: Call[int], body: Any) -> int:
+        """Sends one tus PATCH (body: bytes, or a function returning an async iterator for each
+        attempt) and returns the committed offset it answered."""
+        r = await self._send(call, content=body)
+        await r.aread()
+        raise_for_status(r, r.content)
+        return call.parse(r)
+
+    async def _uploaded(self, system: str, src: UploadSource, size: int, remote_path: str, digest: Optional[str]) -> bool:
+        """Whether remote_path holds the source's bytes (the upload finished elsewhere)."""
+        try:
+            want = digest or await asyncio.to_thread(src.sha256)
+            return (await self.checksum(system, remote_path)).checksum == want
+        except NotFoundError:
+            return False
 
     async def download(
         self, system: str, remote_path: str, local_path: Union[str, "os.PathLike[str]"], progress: Optional[Progress] = None, resume: bool = True, verify: bool = False

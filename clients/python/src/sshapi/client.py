@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import io
 import os
 import time
@@ -34,7 +33,9 @@ from ._core import (
     sync_chunks,
     upload_call,
 )
-from .errors import APIError, ChecksumMismatchError, ConnectionFailed, NotFoundError, WaitTimeout
+from . import _tus as tus
+from ._tus import DEFAULT_CHUNK_SIZE, UploadURLHook
+from .errors import APIError, ChecksumMismatchError, ConnectionFailed, NotFoundError, UploadInterrupted, WaitTimeout
 from .models import (
     Checksum,
     CommandEvent,
@@ -296,30 +297,43 @@ class Client(Base):
         parents: bool = False,
         mode: Optional[str] = None,
         resumable: bool = False,
+        *,
+        upload_url: Optional[str] = None,
+        on_upload_url: Optional[UploadURLHook] = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> UploadResult:
         """Uploads a local file (a path, bytes, or a binary file object) to ``remote_path``.
-
-        With ``resumable`` the upload goes through the service's tus endpoint
-        (``/v1/systems/{id}/uploads``): after a lost connection (or a 5xx, 409 or 423 answer) the
-        SDK asks the server's committed offset and sends the rest from there instead of starting
-        again. It needs a source that can be read again (a path, bytes or a seekable file); the
-        result's ``path`` is ``remote_path`` as given (``mode`` is not supported).
 
         The server writes a temporary file and renames it into place only when complete, so a
         failed upload leaves nothing. With ``verify`` the SHA-256 is sent along (seekable
         sources) and the server refuses a mismatch with 422; for other sources the SDK compares
         it with the server's after the upload. A retried upload reads the source from its start
         again; ``progress(done, total)`` starts again from 0 then.
+
+        With ``resumable`` the upload goes through the service's tus endpoint
+        (``/v1/systems/{id}/uploads``) in PATCHes of ``chunk_size`` bytes: after a lost
+        connection (or a 5xx, 409 or 423 answer) the SDK asks the server's committed offset
+        (HEAD) and sends the rest from there, and ``progress`` goes on from that offset. It needs
+        a source that can be read again (a path, bytes or a seekable file); ``mode`` is not
+        supported. After as many failed requests in a row as the retry policy's ``attempts`` (423
+        answers, the server still finishing a cut request, are waited out for up to two minutes
+        and not counted) it raises :class:`~sshapi.UploadInterrupted`, whose ``upload_url`` continues the upload
+        later: ``upload(..., upload_url=e.upload_url)`` (the same source; implies
+        ``resumable``). ``on_upload_url(url)`` is told the URL as soon as the upload exists, to
+        keep it across a crash of the calling process.
         """
         src = UploadSource(source)
         size = src.size()
-        digest = src.sha256() if verify and src.rewindable else None
-        if resumable:
+        if resumable or upload_url is not None:
             if not src.rewindable or size is None:
                 raise TypeError("a resumable upload needs a path, bytes or a seekable file")
             if mode is not None:
                 raise TypeError("mode is not supported with resumable=True")
-            return self._upload_resumable(system, src, size, remote_path, progress, digest, overwrite, parents)
+            if chunk_size <= 0:
+                raise ValueError("chunk_size must be positive")
+            digest = src.sha256() if verify else None
+            return self._upload_resumable(system, src, size, remote_path, progress, digest, overwrite, parents, upload_url, on_upload_url, chunk_size)
+        digest = src.sha256() if verify and src.rewindable else None
         url, params, headers = upload_call(system, remote_path, overwrite, parents, mode, digest, size)
         counters: List[Counter] = []
 
@@ -335,50 +349,91 @@ class Client(Base):
         return res
 
     def _upload_resumable(
-        self, system: str, src: UploadSource, size: int, remote_path: str, progress: Optional[Progress], digest: Optional[str], overwrite: bool, parents: bool
+        self,
+        system: str,
+        src: UploadSource,
+        size: int,
+        remote_path: str,
+        progress: Optional[Progress],
+        digest: Optional[str],
+        overwrite: bool,
+        parents: bool,
+        upload_url: Optional[str],
+        on_upload_url: Optional[UploadURLHook],
+        chunk_size: int,
     ) -> UploadResult:
         """The tus client behind ``upload(..., resumable=True)``."""
-        meta = [("path", remote_path)]
-        if digest:
-            meta.append(("sha256", digest))
-        if overwrite:
-            meta.append(("overwrite", "true"))
-        if parents:
-            meta.append(("parents", "true"))
-        tus = {"Tus-Resumable": "1.0.0"}
-        create: Call[str] = Call(
-            "POST",
-            system_url(system) + "/uploads",
-            lambda r: r.headers["Location"],
-            headers={**tus, "Upload-Length": str(size), "Upload-Metadata": ",".join(k + " " + base64.b64encode(v.encode()).decode() for k, v in meta)},
-        )
-        location = self._do(create)
-        head: Call[int] = Call("HEAD", location, lambda r: int(r.headers["Upload-Offset"]), headers=tus, idempotent=True)
-        offset, failures = 0, 0
-        while offset < size:
-            counter = Counter(size, progress, done=offset)
-            patch: Call[int] = Call(
-                "PATCH",
-                location,
-                lambda r: int(r.headers["Upload-Offset"]),
-                headers={**tus, "Content-Type": "application/offset+octet-stream", "Upload-Offset": str(offset), "Content-Length": str(size - offset)},
-            )
+        done = UploadResult(path=remote_path, size=size, sha256=digest or "")
+        if upload_url is None:
+            url = self._do(tus.create_call(system, size, remote_path, digest, overwrite, parents))
+            if on_upload_url is not None:
+                on_upload_url(url)
+            offset: int = 0 if size else size  # an empty upload is finished by its creation
+        else:
+            url = upload_url
             try:
-                body = lambda at=offset, c=counter: sync_chunks(src.open_at(at), c)  # noqa: E731 (a retry reads again)
-                offset = result_of(self._send(patch, content=body), patch.parse)
-                failures = 0
-                continue
-            except ConnectionFailed:
-                pass
-            except APIError as e:
-                if e.status < 500 and e.status not in (409, 423):
-                    raise  # refused, failed (422) or gone: trying again cannot help
-            failures += 1
-            if failures > self._retry.attempts:
-                raise ConnectionFailed(f"resumable upload to {remote_path}: {failures} failed requests in a row; the upload is at {location}")
-            time.sleep(min(0.5 * failures, 5.0))
-            offset = self._do(head)
-        return UploadResult(path=remote_path, size=size, sha256=digest or "")
+                offset, length = self._do(tus.head_call(url))
+            except NotFoundError:
+                if self._uploaded(system, src, size, remote_path, digest):
+                    Counter(size, progress, done=size)
+                    return done  # an earlier run finished it and lost the answer
+                raise
+            if length != size:
+                raise ValueError(f"the upload at {url} is {length} bytes long, the source {size}: not the same file")
+        failures, current = 0, True
+        locked, lock_deadline = 0, 0.0  # 423s in a row, and until when they are waited out
+        while offset < size:
+            try:
+                if not current:
+                    # After a failure: the committed offset, then an empty PATCH there, which
+                    # succeeds only once the failed request has ended on the server (it may still
+                    # be writing what it had received: 423 or 409), so the PATCH with the bytes
+                    # after it is not refused halfway through its body.
+                    try:
+                        offset, _ = self._do(tus.head_call(url))
+                    except NotFoundError:
+                        if self._uploaded(system, src, size, remote_path, digest):
+                            Counter(size, progress, done=size)
+                            break  # the last PATCH finished the upload and its answer was lost
+                        raise
+                    offset = self._patch(tus.patch_call(url, offset, 0), b"")
+                    current, locked = True, 0
+                    continue
+                n = min(chunk_size, size - offset)
+                counter = Counter(size, progress, done=offset)
+                patch = tus.patch_call(url, offset, n)
+                body = lambda at=offset, n=n, c=counter: tus.range_chunks(src.open_at(at), n, c)  # noqa: E731 (read again per attempt)
+                offset = self._patch(patch, body)
+                failures, locked = 0, 0
+            except (ConnectionFailed, APIError) as e:
+                if not tus.worth_resuming(e):
+                    raise
+                current = False
+                if tus.locked(e):
+                    # the server is up and busy finishing the failed request: wait it out
+                    if not locked:
+                        lock_deadline = time.monotonic() + tus.LOCK_WAIT
+                    locked += 1
+                    if time.monotonic() < lock_deadline:
+                        time.sleep(self._retry.delay(min(locked, 3)))
+                        continue
+                failures += 1
+                if failures >= self._retry.attempts:
+                    raise UploadInterrupted(f"resumable upload to {remote_path}: {failures} failed requests in a row ({e}); {offset} of {size} bytes committed at {url}", url, offset) from e
+                time.sleep(self._retry.delay(failures - 1))
+        return done
+
+    def _patch(self, call: Call[int], body: Any) -> int:
+        """Sends one tus PATCH (body: bytes, or a function returning an iterator for each
+        attempt) and returns the committed offset it answered."""
+        return result_of(self._send(call, content=body), call.parse)
+
+    def _uploaded(self, system: str, src: UploadSource, size: int, remote_path: str, digest: Optional[str]) -> bool:
+        """Whether remote_path holds the source's bytes (the upload finished elsewhere)."""
+        try:
+            return self.checksum(system, remote_path).checksum == (digest or src.sha256())
+        except NotFoundError:
+            return False
 
     def download(
         self, system: str, remote_path: str, local_path: Union[str, "os.PathLike[str]"], progress: Optional[Progress] = None, resume: bool = True, verify: bool = False

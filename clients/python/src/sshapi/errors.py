@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Type
 __all__ = [
     "SshapiError",
     "ConnectionFailed",
+    "UploadInterrupted",
     "APIError",
     "BadRequestError",
     "UnauthorizedError",
@@ -33,6 +34,17 @@ class SshapiError(Exception):
 class ConnectionFailed(SshapiError):
     """The service could not be reached (after the retries the policy allows); ``__cause__`` is
     the underlying httpx error."""
+
+
+class UploadInterrupted(ConnectionFailed):
+    """A resumable upload gave up after failed requests in a row. What the server committed
+    stays: ``upload(..., upload_url=e.upload_url)`` continues from ``offset`` (until the
+    service's ``http.tus_expiry``)."""
+
+    def __init__(self, message: str, upload_url: str, offset: int):
+        super().__init__(message)
+        self.upload_url = upload_url
+        self.offset = offset
 
 
 class APIError(SshapiError):
