@@ -161,7 +161,7 @@ func (s *Server) tusCreate(w http.ResponseWriter, r *http.Request) error {
 	if r, err = s.tusDecide(r, p); err != nil {
 		return err
 	}
-	return s.fsCallWith(r, withBody, false, func(fsys *files.FS, _ sshpool.Target, _ *sftp.Client) error {
+	return s.fsCallWith(r, withBody, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
 		var err error
 		if u.Dest, u.PartName, err = fsys.CreateResumable(r.Context(), p, u.Overwrite, u.Parents); err != nil {
 			return err
@@ -192,7 +192,7 @@ func (s *Server) tusCreate(w http.ResponseWriter, r *http.Request) error {
 			defer done()
 			body = b
 		}
-		return s.tusAppend(w, r, fsys, u, 0, body, http.StatusCreated)
+		return s.tusAppend(w, r, fsys, t, c, u, 0, body, http.StatusCreated)
 	})
 }
 
@@ -279,14 +279,15 @@ func (s *Server) tusPatch(w http.ResponseWriter, r *http.Request) error {
 	if r, err = s.tusDecide(r, u.Path); err != nil {
 		return err
 	}
-	return body.err(s.fsCallWith(r, true, false, func(fsys *files.FS, _ sshpool.Target, _ *sftp.Client) error {
-		return s.tusAppend(w, r, fsys, u, off, body, http.StatusNoContent)
+	return body.err(s.fsCallWith(r, true, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
+		return s.tusAppend(w, r, fsys, t, c, u, off, body, http.StatusNoContent)
 	}))
 }
 
 // tusAppend takes the upload's lease, checks off against the committed offset and writes body
 // (and, on the last byte, finishes the upload), answering status.
-func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.FS, u *store.Upload, off int64, body io.Reader, status int) error {
+func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.FS, t sshpool.Target, c *sftp.Client, u *store.Upload, off int64,
+	body io.Reader, status int) error {
 	ctx := r.Context()
 	now := time.Now()
 	lp := &store.LeaseUploadParams{Owner: u.Owner, ID: u.ID, Token: rand.Text(), Now: now, Until: now.Add(s.cfg.TusLease)}
@@ -311,7 +312,7 @@ func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.F
 	}
 	w.Header().Set("Upload-Expires", u.ExpiresAt.UTC().Format(http.TimeFormat))
 	if off < u.Length {
-		if err := s.tusWrite(ctx, dbctx, fsys, u, lp, h, body); err != nil {
+		if err := s.tusWrite(ctx, dbctx, fsys, t, c, u, lp, h, body, r.ContentLength); err != nil {
 			return err
 		}
 	}
@@ -325,46 +326,47 @@ func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.F
 	return nil
 }
 
-// tusWrite copies body to the part file from u.Offset, tusChunk at a time, committing each
-// chunk's end and hash state to the database once the remote write returned: u.Offset is
-// always a committed offset. Bytes received before the body failed are written and committed.
-func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, u *store.Upload, lp *store.LeaseUploadParams, h hash.Hash, body io.Reader) error {
+// tusWrite copies body to the part file from u.Offset in chunks of tusChunk, several in flight
+// (and, on a long path, over several SFTP channels, as PUT), committing to the database, in
+// order, the end of each prefix completely written with its hash state: u.Offset is always a
+// committed offset. Bytes received before the body failed are written and committed. The last
+// bytes are committed by the rename (tusFinish), not here: were they committed first, a HEAD
+// after a failed rename would tell the client that the upload is complete.
+func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, t sshpool.Target, c *sftp.Client, u *store.Upload,
+	lp *store.LeaseUploadParams, h hash.Hash, body io.Reader, contentLength int64) error {
 	f, err := fsys.OpenResumable(ctx, u.Dest, u.PartName)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	buf := make([]byte, min(tusChunk, u.Length-u.Offset))
-	for u.Offset < u.Length {
-		n, rerr := io.ReadFull(body, buf[:min(int64(len(buf)), u.Length-u.Offset)])
-		if n > 0 {
-			if err := f.WriteAt(buf[:n], u.Offset); err != nil {
-				return err
-			}
-			h.Write(buf[:n])
-			if u.Offset+int64(n) == u.Length {
-				// The last bytes are committed by the rename (tusFinish), not here: were they
-				// committed first, a HEAD after a failed rename would tell the client that
-				// the upload is complete.
-				u.Offset = u.Length
-				return nil
-			}
-			state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
-			if err != nil {
-				return err
-			}
-			lp.Offset, lp.HashState, lp.Until = u.Offset+int64(n), state, time.Now().Add(s.cfg.TusLease)
-			if err := s.deps.Store.CommitUpload(dbctx, lp); err != nil {
-				return err
-			}
-			u.Offset += int64(n)
-		}
-		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+	remaining := u.Length - u.Offset
+	if contentLength >= 0 {
+		remaining = min(remaining, contentLength)
+	}
+	opts := files.AppendOptions{Commit: func(end int64, state []byte) error {
+		if end == u.Length {
 			return nil
 		}
-		if rerr != nil {
-			return rerr
+		lp.Offset, lp.HashState, lp.Until = end, state, time.Now().Add(s.cfg.TusLease)
+		if err := s.deps.Store.CommitUpload(dbctx, lp); err != nil {
+			return err
 		}
+		u.Offset = end
+		return nil
+	}}
+	if st := s.stripes(ctx, t, c, remaining); st != nil {
+		defer st.release()
+		opts.Stripes, opts.Buffers = st.chans, st.bufs
+	} else {
+		n := min(int64(tusChunk), remaining)
+		opts.Buffers = [][]byte{make([]byte, n), make([]byte, n)}
+	}
+	end, err := f.Append(ctx, body, u.Offset, u.Length, h, opts)
+	if err != nil {
+		return err
+	}
+	if end == u.Length {
+		u.Offset = u.Length
 	}
 	return nil
 }

@@ -76,6 +76,7 @@ func (f *FS) partPath(ctx context.Context, op, p, part string) (abs, tmp string,
 type ResumableFile struct {
 	f    *FS
 	abs  string
+	tmp  string // the part file's absolute path
 	file *sftp.File
 }
 
@@ -98,7 +99,7 @@ func (f *FS) OpenResumable(ctx context.Context, p, part string) (*ResumableFile,
 	if err != nil {
 		return nil, f.writeErr(op, abs, err)
 	}
-	return &ResumableFile{f: f, abs: abs, file: file}, nil
+	return &ResumableFile{f: f, abs: abs, tmp: tmp, file: file}, nil
 }
 
 // WriteAt writes b at off. On error some of b may have been written.

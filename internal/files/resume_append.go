@@ -1,0 +1,186 @@
+package files
+
+import (
+	"context"
+	"encoding"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/pkg/sftp"
+)
+
+// AppendOptions controls ResumableFile.Append.
+type AppendOptions struct {
+	// Buffers are the chunk buffers (at least one; all the same length). Their number bounds
+	// the chunks in flight and so the memory: with two or more, the next chunk is read from the
+	// body while earlier ones are being written.
+	Buffers [][]byte
+	// Stripes delivers further SFTP channels to the same system as they open; the part file is
+	// opened for writing on each and chunks go over whichever channel is free (for long fat
+	// paths, where one channel's window is the limit). The sender owns the channels.
+	Stripes <-chan *sftp.Client
+	// Commit is called, from Append's goroutine and in offset order, with the end of each
+	// prefix of the file now completely written and the hash state after it; its error stops
+	// the append. Several chunks finishing together are one call.
+	Commit func(end int64, hashState []byte) error
+}
+
+// appendDone is one chunk's write finished.
+type appendDone struct {
+	seq int
+	err error
+}
+
+// appendChunk is a chunk read, hashed and handed to a writer.
+type appendChunk struct {
+	seq   int
+	off   int64
+	buf   []byte
+	end   int64
+	state []byte
+}
+
+// Append writes r from offset off until limit (exclusive) or r's end, hashing the bytes in
+// order with h (whose state is that after off bytes). Chunks are written concurrently, over the
+// part file and every stripe channel, and committed in order: opts.Commit only ever hears of an
+// offset below which every byte was written, with the hash state at that offset. It returns the
+// offset reached by the bytes read (committed or not, see Commit) and the first error. On error
+// the writes in flight are waited for; bytes past the last commit may or may not be on disk,
+// which the committed offset makes harmless.
+func (rf *ResumableFile) Append(ctx context.Context, r io.Reader, off, limit int64, h hash.Hash, opts AppendOptions) (int64, error) {
+	if len(opts.Buffers) == 0 {
+		return off, errors.New("append: no buffers")
+	}
+	marshal, ok := h.(encoding.BinaryMarshaler)
+	if !ok {
+		return off, errors.New("append: hash state cannot be saved")
+	}
+	free := make(chan []byte, len(opts.Buffers))
+	for _, b := range opts.Buffers {
+		free <- b
+	}
+	work := make(chan appendChunk)
+	done := make(chan appendDone, len(opts.Buffers))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	closed := false
+	start := func(f *sftp.File) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return false
+		}
+		for range StripeChunksPerChannel {
+			wg.Go(func() {
+				for c := range work {
+					_, err := f.WriteAt(c.buf, c.off)
+					done <- appendDone{seq: c.seq, err: err}
+					free <- c.buf[:cap(c.buf)]
+				}
+			})
+		}
+		return true
+	}
+	start(rf.file)
+	stop := JoinOn(opts.Stripes, rf.tmp, os.O_WRONLY, start)
+
+	// In-order commits: chunks finish in any order; pending holds those done but not yet
+	// contiguous with the committed prefix.
+	var sent []appendChunk // chunks handed out and not yet committed, in seq order
+	doneSeq := map[int]bool{}
+	var firstErr error
+	settle := func(d appendDone) {
+		if d.err != nil {
+			if firstErr == nil {
+				firstErr = rf.f.writeErr("upload", rf.abs, d.err)
+			}
+			return
+		}
+		doneSeq[d.seq] = true
+		i := 0
+		for i < len(sent) && doneSeq[sent[i].seq] {
+			delete(doneSeq, sent[i].seq)
+			i++
+		}
+		if i == 0 || firstErr != nil || opts.Commit == nil {
+			sent = sent[i:]
+			return
+		}
+		last := sent[i-1]
+		sent = sent[i:]
+		if err := opts.Commit(last.end, last.state); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("commit at %d: %w", last.end, err)
+		}
+	}
+
+	var rerr error
+	seq := 0
+read:
+	for off < limit && firstErr == nil {
+		var buf []byte
+		for buf == nil {
+			select {
+			case buf = <-free:
+			case d := <-done:
+				settle(d)
+				if firstErr != nil {
+					break read
+				}
+			case <-ctx.Done():
+				rerr = ctx.Err()
+				break read
+			}
+		}
+		n, err := fill(r, buf[:min(int64(len(buf)), limit-off)])
+		if n > 0 {
+			h.Write(buf[:n])
+			state, merr := marshal.MarshalBinary()
+			if merr != nil {
+				rerr = merr
+				break
+			}
+			c := appendChunk{seq: seq, off: off, buf: buf[:n], end: off + int64(n), state: state}
+			seq++
+			sent = append(sent, c)
+			off += int64(n)
+			for queued := false; !queued; {
+				select {
+				case work <- c:
+					queued = true
+				case d := <-done:
+					settle(d)
+				}
+			}
+		} else {
+			free <- buf
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			rerr = err
+			break
+		}
+	}
+	mu.Lock()
+	closed = true
+	mu.Unlock()
+	close(work)
+	go func() { wg.Wait(); close(done) }()
+	for d := range done {
+		settle(d)
+	}
+	for _, x := range stop() {
+		if err := x.Close(); err != nil && firstErr == nil {
+			firstErr = rf.f.writeErr("upload", rf.abs, err) // a close reports a write the server failed late
+		}
+	}
+	if firstErr != nil {
+		return off, firstErr
+	}
+	return off, rerr
+}
