@@ -240,6 +240,9 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
 	if opts.ShowHidden, err = queryBool(r, "show_hidden"); err != nil {
 		return err
 	}
+	if opts.Sort, opts.Desc, err = listSort(r); err != nil {
+		return err
+	}
 	return s.fsCall(r, false, true, func(fsys *files.FS) error {
 		l, err := fsys.List(r.Context(), urlPath(r), opts)
 		if err != nil {
