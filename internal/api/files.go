@@ -293,11 +293,18 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badField("archive", "must be tar, tar.gz or zip")
 	}
+	names, err := archiveNames(r, archive)
+	if err != nil {
+		return err
+	}
 	return s.fsCallWith(r, true, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
 		p := urlPath(r)
 		e, err := fsys.Stat(r.Context(), p, true)
 		if err != nil {
 			return err
+		}
+		if names != nil {
+			return s.writeSelection(w, r, fsys, e, names, archive)
 		}
 		if e.Type == files.TypeDir {
 			if archive == "" {
