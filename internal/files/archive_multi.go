@@ -88,4 +88,3 @@ func (f *FS) WriteArchiveOf(ctx context.Context, dir string, names []string, for
 	}
 	return nil
 }
-
