@@ -77,7 +77,9 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 		lastErr = err
 		time.Sleep(50 * time.Millisecond)
 	}
-	state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	c, cancel := context.WithTimeout(ctx, 5*time.Second) // the page may be what hangs
+	defer cancel()
+	state, _ := chromedp.Run(c, chromedp.Evaluate[string](`document.body.innerText`))
 	t.Fatalf("waiting for %s (%s): %v\npage text: %.1500s", what, expr, lastErr, state)
 }
 
