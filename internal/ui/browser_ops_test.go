@@ -38,7 +38,7 @@ type uiEnv struct {
 }
 
 // bearer returns API headers with a token of user.
-func (e *uiEnv) bearer(t *testing.T, user string) map[string]string {
+func (e *uiEnv) bearer(t testing.TB, user string) map[string]string {
 	t.Helper()
 	tok, err := auth.IssueHS256(e.secret, user, 10*time.Minute, time.Now())
 	if err != nil {
@@ -48,7 +48,7 @@ func (e *uiEnv) bearer(t *testing.T, user string) map[string]string {
 }
 
 // register creates system id for user on sshd through the API.
-func (e *uiEnv) register(t *testing.T, sshd *sshtest.Server, user, id string) {
+func (e *uiEnv) register(t testing.TB, sshd *sshtest.Server, user, id string) {
 	t.Helper()
 	h := e.bearer(t, user)
 	sys, _ := json.Marshal(map[string]any{"id": id, "host": sshd.Host, "port": sshd.Port, "host_keys": []string{sshd.AuthorizedHostKey()}})
@@ -63,7 +63,7 @@ func (e *uiEnv) register(t *testing.T, sshd *sshtest.Server, user, id string) {
 
 // newUIEnv starts everything and signs in at the provider's form; files (relative path →
 // content, "/" suffix for a folder) are created in dir first, owned by the sshd's user.
-func newUIEnv(t *testing.T, files map[string]string) (*uiEnv, *sshtest.Server) {
+func newUIEnv(t testing.TB, files map[string]string) (*uiEnv, *sshtest.Server) {
 	t.Helper()
 	sshd := sshtest.New(t, sshtest.Options{})
 	dir := sshd.MkTemp(t)
@@ -118,19 +118,19 @@ func newUIEnv(t *testing.T, files map[string]string) (*uiEnv, *sshtest.Server) {
 }
 
 // click clicks the element expr evaluates to.
-func click(t *testing.T, ctx context.Context, what, expr string) {
+func click(t testing.TB, ctx context.Context, what, expr string) {
 	t.Helper()
 	step(t, ctx, what, chromedp.Evaluate[chromedp.Void](`(`+expr+`).click()`))
 }
 
 // setValue sets a form field's value as typing would.
-func setValue(t *testing.T, ctx context.Context, id, v string) {
+func setValue(t testing.TB, ctx context.Context, id, v string) {
 	t.Helper()
 	step(t, ctx, "fill "+id, chromedp.Evaluate[chromedp.Void](`(() => { const i = document.getElementById(`+jsString(id)+`); i.value = `+jsString(v)+`; i.dispatchEvent(new Event("input")); })()`))
 }
 
 // tarNames lists a .tar.gz's members (directories end with "/"), with file contents.
-func tarNames(t *testing.T, b []byte) []string {
+func tarNames(t testing.TB, b []byte) []string {
 	t.Helper()
 	gz, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
