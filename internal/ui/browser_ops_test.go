@@ -117,10 +117,11 @@ func newUIEnv(t testing.TB, files map[string]string) (*uiEnv, *sshtest.Server) {
 	return e, sshd
 }
 
-// click clicks the element expr evaluates to.
+// click waits until the page is not busy (a listing being refreshed, an operation under way)
+// and the element expr evaluates to exists, and clicks it, in one evaluation.
 func click(t testing.TB, ctx context.Context, what, expr string) {
 	t.Helper()
-	step(t, ctx, what, chromedp.Evaluate[chromedp.Void](`(`+expr+`).click()`))
+	waitJS(t, ctx, what, `(() => { try { if (document.getElementById("app").getAttribute("aria-busy")) return false; const x = (`+expr+`); if (x == null) return false; x.click(); return true } catch { return false } })()`)
 }
 
 // setValue sets a form field's value as typing would.
@@ -224,7 +225,7 @@ func TestBrowserOperations(t *testing.T) {
 	waitJS(t, ctx, "the current version", `document.getElementById("editor-text").value === "changed on the server\n"`)
 	setValue(t, ctx, "editor-text", "changed on the server\nand merged\n")
 	step(t, ctx, "save again", chromedp.Click(chromedp.ID("editor-save")))
-	waitJS(t, ctx, "the editor closed", `!document.getElementById("editor").open`)
+	waitJS(t, ctx, "the editor closed and the listing refreshed", `!document.getElementById("editor").open && `+rowJS("notes.txt")+`?.closest(".row").querySelector(".c-size").textContent === "33 B"`)
 	if b, _ := os.ReadFile(filepath.Join(dir, "notes.txt")); string(b) != "changed on the server\nand merged\n" {
 		t.Fatalf("saved %q", b)
 	}

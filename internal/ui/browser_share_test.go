@@ -93,6 +93,13 @@ func TestBrowserShareAndTransfer(t *testing.T) {
 	if n := evalJS[int](t, ctx, `performance.getEntriesByType("resource").filter(e => e.name.includes("/events")).length`); n == 0 {
 		t.Fatal("the page did not follow the transfer's event stream")
 	}
+	// The transfers view at phone width: the panes stack, nothing wider than the screen.
+	step(t, ctx, "phone viewport", chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.base+"/ui/#transfers"))
+	waitJS(t, ctx, "the transfers on a phone", `document.querySelector("#tr-rows tr .tr-status")?.textContent === "succeeded"`)
+	if w := evalJS[int](t, ctx, `document.documentElement.scrollWidth - window.innerWidth`); w > 0 {
+		t.Errorf("phone layout of the transfers overflows by %d px", w)
+	}
+	screenshot(t, ctx, "ui-transfers-phone")
 	if !evalJS[bool](t, ctx, `document.getElementById("error").hidden`) {
 		t.Fatalf("error shown: %s", evalJS[string](t, ctx, `document.getElementById("error-text").textContent`))
 	}

@@ -145,12 +145,24 @@ export function ask(title, fields = [], text = "", ok = "OK") {
   });
 }
 
-// run calls fn and shows what it throws.
-export async function run(fn) {
-  try {
-    return await fn();
-  } catch (err) {
-    showError(err);
-    return undefined;
-  }
+// busyWhile marks the app aria-busy until promise settles (and every other such promise has):
+// assistive technology, and the browser tests, wait for it.
+let busy = 0;
+export function busyWhile(promise) {
+  if (busy++ === 0) $("app").setAttribute("aria-busy", "true");
+  const done = () => { if (--busy === 0) $("app").removeAttribute("aria-busy"); };
+  promise.then(done, done);
+  return promise;
+}
+
+// run calls fn, busy meanwhile, and shows what it throws.
+export function run(fn) {
+  return busyWhile((async () => {
+    try {
+      return await fn();
+    } catch (err) {
+      showError(err);
+      return undefined;
+    }
+  })());
 }

@@ -71,9 +71,9 @@ $("editor-save").addEventListener("click", async () => {
     const res = await api("PUT", sysURL("text", editor.path), { content: $("editor-text").value }, { "If-Match": editor.etag });
     editor.etag = res.headers.get("ETag");
     $("editor-status").textContent = "Saved.";
-    $("editor").close();
     const { refresh } = await import("./listing.js");
     refresh();
+    $("editor").close();
   } catch (err) {
     if (err instanceof APIError && err.status === 412) {
       $("editor-status").textContent = "Not saved: the file changed on the server since you opened it. " +

@@ -8,7 +8,7 @@
 // more remain ("N+ entries"). At most MAX_PAGES pages of PAGE entries are kept, and at most
 // MAX_ROWS rows are in the DOM, however large the directory.
 
-import { $, state, session, api, apiPath, sysURL, join, parentOf, fmtSize, fmtTime, el, showError } from "./core.js";
+import { $, state, session, api, apiPath, sysURL, join, parentOf, fmtSize, fmtTime, el, showError, busyWhile } from "./core.js";
 import { showDetails, closeDetails } from "./details.js";
 import { removeEntries } from "./ops.js";
 
@@ -32,11 +32,12 @@ export function open(system, p) {
   closeDetails();
   for (const a of document.querySelectorAll(".systems a")) a.setAttribute("aria-current", String(a.dataset.system === system));
   $("viewport").scrollTop = 0;
+  $("viewport").replaceChildren($("spacer")); // no row of the previous listing stays clickable
   renderCrumbs();
   renderSortHeaders();
   renderSelection();
   $("btn-archive").href = sysURL("content", p) + "?archive=tar.gz";
-  loadPage(0).then(render).catch(showError);
+  busyWhile(loadPage(0)).then(render).catch(showError);
 }
 
 export function refresh() {
@@ -181,7 +182,7 @@ export function render() {
     rows.push(rowOf(i, e));
   }
   vp.replaceChildren($("spacer"), ...rows);
-  for (const n of missing) loadPage(n).then(render).catch(showError);
+  for (const n of missing) busyWhile(loadPage(n)).then(render).catch(showError);
 }
 
 $("viewport").addEventListener("scroll", () => requestAnimationFrame(render));
@@ -222,6 +223,7 @@ $("sel-clear").addEventListener("click", clearSelection);
 $("viewport").addEventListener("click", (ev) => {
   const row = ev.target.closest(".row");
   if (!row || row.classList.contains("placeholder")) return;
+  if (!entryAt(Number(row.dataset.index))) return;
   state.selected = Number(row.dataset.index);
   if (ev.target.classList.contains("mark")) {
     toggleMark(entryAt(state.selected));
