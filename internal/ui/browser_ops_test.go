@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -230,8 +232,11 @@ func TestBrowserOperations(t *testing.T) {
 		t.Fatalf("saved %q", b)
 	}
 
-	// Permissions.
+	// Checksum on demand, then permissions.
 	click(t, ctx, "select notes.txt", rowJS("notes.txt"))
+	step(t, ctx, "checksum", chromedp.Click(chromedp.ID("act-checksum")))
+	sum := sha256.Sum256([]byte("changed on the server\nand merged\n"))
+	waitJS(t, ctx, "the checksum", `document.getElementById("checksum").textContent === "SHA-256: `+hex.EncodeToString(sum[:])+`"`)
 	step(t, ctx, "permissions", chromedp.Click(chromedp.ID("act-chmod")))
 	waitJS(t, ctx, "the mode dialog", `document.getElementById("dlg").open && document.getElementById("dlg-input").value === "0644"`)
 	setValue(t, ctx, "dlg-input", "0600")

@@ -34,6 +34,10 @@ func TestBrowserShareAndTransfer(t *testing.T) {
 	click(t, ctx, "select report.txt", rowJS("report.txt"))
 	step(t, ctx, "share", chromedp.Click(chromedp.ID("act-share")))
 	waitJS(t, ctx, "the share dialog", `document.getElementById("share").open && document.getElementById("link-list").textContent.includes("No links")`)
+	// A refused link: the problem, in words, naming the field, inside the dialog.
+	setValue(t, ctx, "link-hours", "100000")
+	step(t, ctx, "create a link for too long", chromedp.Click(chromedp.ID("link-create")))
+	waitJS(t, ctx, "the refusal in the dialog", `document.getElementById("share-status").textContent === "Bad Request: expires_in_s: must be between 1 and 2592000"`)
 	setValue(t, ctx, "link-hours", "2")
 	setValue(t, ctx, "link-uses", "3")
 	step(t, ctx, "create a link", chromedp.Click(chromedp.ID("link-create")))
@@ -47,6 +51,7 @@ func TestBrowserShareAndTransfer(t *testing.T) {
 	step(t, ctx, "revoke bob", chromedp.Click(chromedp.CSS(`#grant-list button`)))
 	waitJS(t, ctx, "the grant gone", `document.getElementById("grant-list").textContent.includes("Not shared with anyone")`)
 	step(t, ctx, "close", chromedp.Click(chromedp.ID("share-close")))
+	step(t, ctx, "dismiss the refusal's error line", chromedp.Click(chromedp.ID("error-close")))
 
 	// The link in a fresh browser (its own profile): no session, and the file downloads.
 	fresh := newChromium(t)

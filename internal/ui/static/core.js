@@ -17,7 +17,8 @@ export const state = {
 export async function problemText(res) {
   try {
     const p = await res.json();
-    const fields = (p.errors || []).map((e) => `${e.field}: ${e.detail || e.message || ""}`).join("; ");
+    const fields = (p.errors || []).map((e) => `${e.field}: ${e.detail || e.message || ""}`)
+      .filter((f) => !(p.detail || "").includes(f)).join("; "); // badField's detail names it already
     return [p.title, p.detail, fields].filter(Boolean).join(": ") || `HTTP ${res.status}`;
   } catch {
     return `HTTP ${res.status} ${res.statusText}`;
@@ -90,17 +91,25 @@ export function el(tag, props = {}, ...children) {
 }
 
 export function showError(err) {
-  $("error-text").textContent = err instanceof Error ? err.message : String(err);
+  const msg = err instanceof Error ? err.message : String(err);
+  $("error-text").textContent = msg;
   $("error").hidden = false;
+  // A modal dialog hides the page's error line: say it in the dialog too.
+  const inDialog = document.querySelector("dialog[open] [role=status]");
+  if (inDialog) inDialog.textContent = msg;
 }
 
 // notify shows a short message in the polite live region (and keeps the last few).
 export function notify(text) {
-  const box = $("notice");
-  box.hidden = false;
-  box.prepend(el("p", { textContent: text }));
-  while (box.children.length > 4) box.lastElementChild.remove();
+  const list = $("notice-list");
+  $("notice").hidden = false;
+  list.prepend(el("p", { textContent: text }));
+  while (list.children.length > 4) list.lastElementChild.remove();
 }
+$("notice-close").addEventListener("click", () => {
+  $("notice").hidden = true;
+  $("notice-list").replaceChildren();
+});
 
 // ask shows the form dialog and resolves to the values of its fields keyed by name (or true
 // when it has none), or null when cancelled. The first text field has the id dlg-input.

@@ -15,6 +15,8 @@ export function showDetails(e) {
   $("act-view").hidden = e.type === "dir";
   $("act-edit").hidden = e.type !== "file" || e.size > 512 << 10;
   $("act-chmod").hidden = state.bucket;
+  $("act-checksum").hidden = e.type !== "file";
+  $("checksum").textContent = "";
   $("preview").replaceChildren();
   $("details").hidden = false;
 }
@@ -41,6 +43,15 @@ $("act-view").addEventListener("click", () => run(async () => {
   const ex = await (await api("GET", sysURL("head", e.path) + "?bytes=65536")).json();
   out.replaceChildren(el("pre", { textContent: ex.encoding === "utf-8" ? ex.content : "(binary content, not shown: download it)" }));
   if (ex.truncated) out.append(el("p", { textContent: "Showing the first 64 KiB." }));
+}));
+
+// The SHA-256 is computed on the server (sha256sum or openssl there) on demand.
+$("act-checksum").addEventListener("click", () => run(async () => {
+  const e = state.entry;
+  if (!e) return;
+  $("checksum").textContent = "Computing the SHA-256…";
+  const c = await (await api("GET", sysURL("checksum", e.path) + "?algorithm=sha256")).json();
+  if (state.entry === e) $("checksum").textContent = `SHA-256: ${c.checksum}`;
 }));
 
 // ---------- the editor ----------
