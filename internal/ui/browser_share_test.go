@@ -98,9 +98,25 @@ func TestBrowserShareAndTransfer(t *testing.T) {
 	if n := evalJS[int](t, ctx, `performance.getEntriesByType("resource").filter(e => e.name.includes("/events")).length`); n == 0 {
 		t.Fatal("the page did not follow the transfer's event stream")
 	}
+	// Cancel: a 1 GiB sparse file takes long enough to be caught running.
+	if err := os.Truncate(filepath.Join(dir, "src", "data.bin"), 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "src", "data.bin"), filepath.Join(dir, "src", "huge.bin")); err != nil {
+		t.Fatal(err)
+	}
+	step(t, ctx, "reopen the source", chromedp.Click(chromedp.ID("src-go")))
+	click(t, ctx, "select huge.bin", `[...document.querySelectorAll("#src-list label")].find(l => l.textContent === "huge.bin")`)
+	step(t, ctx, "submit the big one", chromedp.Click(chromedp.ID("tr-submit")))
+	click(t, ctx, "cancel it", `document.querySelector("#tr-rows tr:first-child button.danger")`)
+	waitJS(t, ctx, "the transfer canceled", `document.querySelector("#tr-rows tr:first-child .tr-status")?.textContent === "canceled" && document.getElementById("notice").textContent.includes("was canceled")`)
+	if _, err := os.Stat(filepath.Join(dir, "dest", "huge.bin")); !os.IsNotExist(err) {
+		t.Fatalf("a canceled transfer left huge.bin: %v", err)
+	}
+
 	// The transfers view at phone width: the panes stack, nothing wider than the screen.
 	step(t, ctx, "phone viewport", chromedp.EmulateViewport(390, 844), chromedp.Navigate(e.base+"/ui/#transfers"))
-	waitJS(t, ctx, "the transfers on a phone", `document.querySelector("#tr-rows tr .tr-status")?.textContent === "succeeded"`)
+	waitJS(t, ctx, "the transfers on a phone", `[...document.querySelectorAll("#tr-rows .tr-status")].map(s => s.textContent).join() === "canceled,succeeded"`)
 	if w := evalJS[int](t, ctx, `document.documentElement.scrollWidth - window.innerWidth`); w > 0 {
 		t.Errorf("phone layout of the transfers overflows by %d px", w)
 	}

@@ -115,15 +115,17 @@ async function loadHistory() {
 // ---------- the two panes ----------
 
 const panes = {
-  src: { system: "", path: "~", entries: [] },
-  dst: { system: "", path: "~", entries: [] },
+  src: { system: "", path: "~", entries: [], gen: 0 },
+  dst: { system: "", path: "~", entries: [], gen: 0 },
 };
 
 async function openPane(side) {
   const p = panes[side];
   p.system = $(side + "-system").value;
+  const gen = ++p.gen; // a slower answer for a folder left since must not overwrite the pane
   const q = new URLSearchParams({ limit: 200 });
   const l = await (await api("GET", `/v1/systems/${encodeURIComponent(p.system)}/ls/${apiPath(p.path)}?${q}`)).json();
+  if (gen !== p.gen) return;
   p.path = l.path || p.path;
   p.entries = l.entries || [];
   $(side + "-path").value = p.path;
