@@ -242,6 +242,9 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
 	if opts.ShowHidden, err = queryBool(r, "show_hidden"); err != nil {
 		return err
 	}
+	if opts.Sort, opts.Desc, err = listSort(r); err != nil {
+		return err
+	}
 	return s.fsCall(r, false, true, func(fsys *files.FS) error {
 		l, err := fsys.List(r.Context(), urlPath(r), opts)
 		if err != nil {
@@ -292,11 +295,18 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badField("archive", "must be tar, tar.gz or zip")
 	}
+	names, err := archiveNames(r, archive)
+	if err != nil {
+		return err
+	}
 	return s.fsCallWith(r, true, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
 		p := urlPath(r)
 		e, err := fsys.Stat(r.Context(), p, true)
 		if err != nil {
 			return err
+		}
+		if names != nil {
+			return s.writeSelection(w, r, fsys, e, names, archive)
 		}
 		if e.Type == files.TypeDir {
 			if archive == "" {

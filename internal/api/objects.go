@@ -226,6 +226,9 @@ func (s *Server) listObjects(w http.ResponseWriter, r *http.Request, d *access.D
 	if recursive {
 		return badField("recursive", "is not supported on an S3 system: list each prefix (directory) in turn")
 	}
+	if err := objectListSort(r); err != nil {
+		return err
+	}
 	hidden, err := queryBool(r, "show_hidden")
 	if err != nil {
 		return err

@@ -31,6 +31,9 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, d *access.Dec
 	default:
 		return badField("archive", "must be tar, tar.gz or zip")
 	}
+	if r.URL.Query().Has("name") {
+		return badField("name", "an S3 system downloads one prefix (folder) at a time")
+	}
 	p, err := objectPath(d, urlPath(r))
 	if err != nil {
 		return err

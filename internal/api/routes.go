@@ -82,6 +82,8 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/systems/{id}/head/{path...}", false, s.byKind(s.excerpt(false), s.excerptObject(false))},
 		{"GET", "/v1/systems/{id}/tail/{path...}", false, s.byKind(s.excerpt(true), s.excerptObject(true))},
 		{"GET", "/v1/systems/{id}/filetype/{path...}", false, s.byKind(s.fileType, unsupportedOn(storage.Commands, "file type"))},
+		{"GET", "/v1/systems/{id}/text/{path...}", false, s.byKind(s.getText, unsupportedOn(storage.Commands, "text editing"))},
+		{"PUT", "/v1/systems/{id}/text/{path...}", false, s.byKind(s.putText, unsupportedOn(storage.Commands, "text editing"))},
 		{"GET", "/v1/systems/{id}/df/{path...}", false, s.byKind(s.diskUsage, unsupportedOn(storage.Commands, "disk usage"))},
 		// Resumable uploads (tus) decide on the upload's destination path (tusDecide), not the URL.
 		{"OPTIONS", "/v1/systems/{id}/uploads", false, s.tusOptions},

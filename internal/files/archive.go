@@ -3,11 +3,9 @@ package files
 import (
 	"archive/tar"
 	"archive/zip"
-	"compress/flate"
 	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path"
@@ -38,22 +36,9 @@ func (f *FS) WriteArchive(ctx context.Context, dir, format string, w io.Writer) 
 	if err != nil {
 		return err
 	}
-	var sink archiveSink
-	switch format {
-	case "tar":
-		sink = &tarSink{tw: tar.NewWriter(w)}
-	case "tar.gz":
-		// BestSpeed: the archive is built on a gateway serving many users at once.
-		gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // the level is valid
-		sink = &tarSink{tw: tar.NewWriter(gz), gz: gz}
-	case "zip":
-		zw := zip.NewWriter(w)
-		zw.RegisterCompressor(zip.Deflate, func(out io.Writer) (io.WriteCloser, error) {
-			return flate.NewWriter(out, flate.BestSpeed)
-		})
-		sink = &zipSink{zw: zw}
-	default:
-		return newErr(op, abs, ErrInvalid, fmt.Errorf("unknown archive format %q (want tar, tar.gz or zip)", format))
+	sink, err := newArchiveSink(format, w)
+	if err != nil {
+		return newErr(op, abs, ErrInvalid, err)
 	}
 	if err := checkCtx(ctx, op, abs); err != nil {
 		return err

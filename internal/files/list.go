@@ -66,13 +66,18 @@ type ListOptions struct {
 	Recursive bool
 	// ShowHidden includes names starting with "." (and, recursively, their contents).
 	ShowHidden bool
+	// Sort orders the listing: SortName (the default), SortSize or SortTime, ties broken by
+	// name. After (keyset paging) needs SortName ascending; other orders page by Offset.
+	Sort SortKey
+	// Desc reverses the order.
+	Desc bool
 }
 
 // Listing is one page of a directory listing.
 type Listing struct {
 	// Path is the absolute path of the listed directory.
 	Path string `json:"path"`
-	// Entries are sorted by Name (bytewise).
+	// Entries are sorted by Name (bytewise), or as ListOptions.Sort and Desc ask.
 	Entries []Entry `json:"entries"`
 	// Total is the number of entries matching the options, across all pages.
 	Total int `json:"total"`
@@ -107,8 +112,11 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	if opts.Limit == 0 || window > MaxRecursiveEntries {
 		window = MaxRecursiveEntries
 	}
+	if opts.After != "" && (opts.Desc || (opts.Sort != "" && opts.Sort != SortName)) {
+		return nil, newErr(op, p, ErrInvalid, errors.New("after pages a listing sorted by name ascending only"))
+	}
 	l := &Listing{Path: dir}
-	top := newTopK(window, opts.After)
+	top := newSortedTopK(window, opts.After, opts.Sort, opts.Desc)
 	if opts.Recursive {
 		err = f.walkList(ctx, dir, opts, top.add)
 	} else {

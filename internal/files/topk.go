@@ -29,6 +29,10 @@ type topK struct {
 	cut   []byte   // once trimmed: the largest name kept; larger names are dropped
 	total int      // entries offered
 	more  bool     // an entry above after was dropped because k were smaller
+
+	by     SortKey // the order kept (SortName ascending unless set by newSortedTopK)
+	desc   bool
+	cutRec *record // once trimmed in another order than name ascending: the last record kept
 }
 
 // span is a stretch of topK.arena.
@@ -55,6 +59,10 @@ func newTopK(k int, after string) *topK {
 func (t *topK) add(d *dirent, name []byte, abs string) {
 	t.total++
 	if t.after != "" && string(name) <= t.after {
+		return
+	}
+	if t.cutRec != nil && t.compare(d.st.Size, d.st.Mtime, name, t.cutRec) > 0 {
+		t.more = true
 		return
 	}
 	if t.cut != nil && bytes.Compare(name, t.cut) > 0 {
@@ -107,13 +115,21 @@ func (t *topK) trim() {
 		recs = append(recs, r)
 	}
 	t.recs, t.arena = recs, arena
-	t.cut = t.bytes(recs[len(recs)-1].name)
+	if t.byName() {
+		t.cut = t.bytes(recs[len(recs)-1].name)
+		return
+	}
+	last := recs[len(recs)-1]
+	t.cutRec = &last
 }
 
 // order returns the indexes of t.recs in name order (bytewise). Names are compared by an
 // 8-byte big-endian key taken after the prefix every name shares (so "run-000017.h5" and
 // "run-000018.h5" differ in their keys), and in full only where keys are equal.
 func (t *topK) order() []int32 {
+	if !t.byName() {
+		return t.orderSorted()
+	}
 	n := len(t.recs)
 	if n == 0 {
 		return nil

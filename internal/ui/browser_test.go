@@ -32,7 +32,7 @@ const xssName = `<img src=x onerror=alert(1)>`
 
 // newChromium starts Debian's Chromium (scripts/install-deps installs it) headless at
 // 1280×800; as root it needs --no-sandbox.
-func newChromium(t *testing.T) context.Context {
+func newChromium(t testing.TB) context.Context {
 	t.Helper()
 	exe := "/usr/bin/chromium"
 	if _, err := os.Stat(exe); err != nil {
@@ -51,7 +51,7 @@ func newChromium(t *testing.T) context.Context {
 }
 
 // step runs actions with a deadline, failing the test with what was being done.
-func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+func step(t testing.TB, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -62,7 +62,7 @@ func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Ac
 
 // waitJS waits until expr is truthy in the page, across navigations (an evaluation that
 // meets a page being replaced is tried again).
-func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+func waitJS(t testing.TB, ctx context.Context, what, expr string) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	var lastErr error
@@ -77,11 +77,13 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string) {
 		lastErr = err
 		time.Sleep(50 * time.Millisecond)
 	}
-	state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	c, cancel := context.WithTimeout(ctx, 5*time.Second) // the page may be what hangs
+	defer cancel()
+	state, _ := chromedp.Run(c, chromedp.Evaluate[string](`document.body.innerText`))
 	t.Fatalf("waiting for %s (%s): %v\npage text: %.1500s", what, expr, lastErr, state)
 }
 
-func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+func evalJS[T any](t testing.TB, ctx context.Context, expr string) T {
 	t.Helper()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
@@ -92,7 +94,7 @@ func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
 
 // screenshot writes the page as PNG into $SSHAPI_SCREENSHOTS (make screenshots sets docs/img)
 // or build/ui-screenshots.
-func screenshot(t *testing.T, ctx context.Context, name string) {
+func screenshot(t testing.TB, ctx context.Context, name string) {
 	t.Helper()
 	dir := os.Getenv("SSHAPI_SCREENSHOTS")
 	if dir == "" {

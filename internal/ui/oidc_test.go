@@ -38,7 +38,7 @@ func newBrowser(t *testing.T) *http.Client {
 }
 
 // startService runs sshapi on addr with the web interface signing in at p (nil: no provider).
-func startService(t *testing.T, addr string, p *oidctest.Provider) (*service.Service, string) {
+func startService(t testing.TB, addr string, p *oidctest.Provider) (*service.Service, string) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
@@ -102,7 +102,7 @@ func getSession(t *testing.T, c *http.Client, base string) (sessionInfo, int) {
 	return si, res.StatusCode
 }
 
-func do(t *testing.T, c *http.Client, method, u, body string, hdr map[string]string) (int, string) {
+func do(t testing.TB, c *http.Client, method, u, body string, hdr map[string]string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, u, strings.NewReader(body))
 	if err != nil {

@@ -234,7 +234,7 @@ func (s *Server) sweep(ctx context.Context) {
 func (s *Server) Handler(api http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", newCompressedStatic(static)))
 	mux.HandleFunc("GET /ui/{$}", s.index)
 	mux.HandleFunc("GET /ui/session", s.session)
 	mux.HandleFunc("GET /ui/login", s.login)
