@@ -78,6 +78,8 @@ type objectRun struct {
 	parts chan struct{}
 	mem   *semaphore.Weighted
 	share int64
+	// sums bounds the streamed destination sums open at once (maxDestSums).
+	sums chan struct{}
 
 	mu      sync.Mutex
 	uploads map[int64]*UploadRecord
@@ -189,7 +191,7 @@ const defaultObjectStreams = 4
 func (r *run) setupObject(ctx context.Context) error {
 	r.closeObject()
 	n := r.objectStreams()
-	o := &objectRun{streams: n, uploads: map[int64]*UploadRecord{}}
+	o := &objectRun{streams: n, uploads: map[int64]*UploadRecord{}, sums: make(chan struct{}, maxDestSums)}
 	var err error
 	if o.src, err = r.e.openEndpoint(ctx, r.src, n); err != nil {
 		return fmt.Errorf("source: %w", err)

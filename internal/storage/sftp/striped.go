@@ -306,3 +306,7 @@ func (u *upload) Abort(ctx context.Context) error {
 	_ = u.closeLanes()
 	return u.PartUpload.Abort(ctx)
 }
+
+// Release closes the other channels' handles of the temporary file and leaves the file, for an
+// upload that is given up for now and resumed later (Backend.Resume).
+func (u *upload) Release() { _ = u.closeLanes() }
