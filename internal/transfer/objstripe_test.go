@@ -190,4 +190,3 @@ func TestObjectStripedDestinationSSHDRestart(t *testing.T) {
 	}
 	t.Logf("%d part writes for 9 parts; %d retries", w.writes, tr.Retries)
 }
-
