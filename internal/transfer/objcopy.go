@@ -81,6 +81,11 @@ func (r *run) objectFile(ctx context.Context, i int, it *Item) error {
 		it.Size, it.mtime = se.Size, se.ModTime.Unix()
 		r.mu.Unlock()
 	}
+	if rec == nil { // between buckets of one server: copied there (objsrvcopy.go)
+		if ok, err := r.objectServerCopy(ctx, i, it, se); ok {
+			return err
+		}
+	}
 	opts := storage.UploadOptions{Size: it.Size, Overwrite: true, Parents: true}
 	var up storage.Upload
 	if rec != nil {
@@ -454,14 +459,7 @@ func (r *run) objectSum(ctx context.Context, ep *endpoint, p string) (string, er
 	if err != nil {
 		return "", err
 	}
-	if e.Checksum == "" || strings.Contains(e.Checksum, "-") {
-		return "", nil
-	}
-	raw, err := base64.StdEncoding.DecodeString(e.Checksum)
-	if err != nil || len(raw) != sha256.Size {
-		return "", nil
-	}
-	return hex.EncodeToString(raw), nil
+	return fullSHA256(e), nil
 }
 
 // resetObject aborts the recorded upload of it and forgets its parts: the file starts again.

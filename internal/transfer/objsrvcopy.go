@@ -1,0 +1,122 @@
+package transfer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/sshapi/sshapi/internal/storage"
+)
+
+// Server-side copies between buckets. When both ends of an object run are buckets of one S3
+// server reached with one credential (storage.CrossCopier), a file is copied on the server
+// (CopyObject, UploadPartCopy above 5 GiB), conditional on the source version the run read
+// (its ETag), instead of downloaded and uploaded again. The copy is verified as any file:
+// its size, and with sha256 the copy's SHA-256 against the source's. The server computes the
+// copy's from the bytes it wrote (x-amz-checksum-algorithm on the copy); the source's is the
+// full-object SHA-256 the server keeps when it has one, else the source is read once and
+// hashed (a multipart object only has a composite checksum), and the source must still be the
+// version copied afterwards. A copy without a server SHA-256 (above 5 GiB: composite) is read
+// back and hashed too. A mismatch removes the copy and the file is tried again like any other.
+
+// objectServerCopy copies file it (source entry se) on the server when the ends allow it. It
+// reports false, having done nothing, when they do not.
+func (r *run) objectServerCopy(ctx context.Context, i int, it *Item, se *storage.Entry) (bool, error) {
+	o := r.obj
+	cc, ok := o.dst.backend(i).(storage.CrossCopier)
+	if !ok || o.src.sftp() {
+		return false, nil
+	}
+	r.copying.Add(1) // the slow-run watch counts time spent moving data
+	defer r.copying.Add(-1)
+	e, ok, err := cc.CopyFrom(ctx, o.src.backend(i), it.Source, it.Destination, se.ETag)
+	switch {
+	case !ok:
+		return false, nil
+	case errors.Is(err, storage.ErrChanged):
+		return true, fmt.Errorf("%s: %w", it.Source, errSourceChanged)
+	case err != nil:
+		return true, fmt.Errorf("server-side copy %s: %w", it.Source, err)
+	}
+	sum, err := r.verifyServerCopy(ctx, i, it, se, e)
+	if err != nil {
+		_ = o.dst.backend(i).Remove(context.WithoutCancel(ctx), it.Destination, false)
+		return true, err
+	}
+	r.itemDone(it, sum, true)
+	return true, nil
+}
+
+// verifyServerCopy checks copy e of source se as the transfer's verification says and returns
+// the file's SHA-256 ("" without sha256 verification).
+func (r *run) verifyServerCopy(ctx context.Context, i int, it *Item, se, e *storage.Entry) (string, error) {
+	o := r.obj
+	if r.t.Verify != VerifyNone && e.Size != se.Size {
+		return "", fmt.Errorf("%w: %s has %d bytes, want %d", errMismatch, it.Destination, e.Size, se.Size)
+	}
+	if r.t.Verify != VerifySHA256 {
+		return "", nil
+	}
+	srcSum, dstSum := fullSHA256(se), fullSHA256(e)
+	var srcErr, dstErr error
+	var wg sync.WaitGroup
+	if srcSum == "" {
+		wg.Go(func() { srcSum, srcErr = r.hashObject(ctx, o.src.backend(i), it.Source) })
+	}
+	if dstSum == "" {
+		wg.Go(func() { dstSum, dstErr = r.hashObject(ctx, o.dst.backend(i), it.Destination) })
+	}
+	wg.Wait()
+	if err := errors.Join(srcErr, dstErr); err != nil {
+		return "", err
+	}
+	if fullSHA256(se) == "" { // read: it must still be the version copied
+		now, err := o.src.backend(i).Stat(ctx, it.Source)
+		if err != nil {
+			return "", fmt.Errorf("source %s: %w", it.Source, err)
+		}
+		if now.ETag != se.ETag {
+			return "", fmt.Errorf("%s: %w", it.Source, errSourceChanged)
+		}
+	}
+	if srcSum != dstSum {
+		return "", fmt.Errorf("%w: %s: the source's sha256 is %s, the server-side copy's %s", errMismatch, it.Destination, srcSum, dstSum)
+	}
+	return srcSum, nil
+}
+
+// hashObject reads file p of b whole and returns its SHA-256 (hex).
+func (r *run) hashObject(ctx context.Context, b storage.Backend, p string) (string, error) {
+	rc, err := b.Open(ctx, p, 0, -1)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", p, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, rc)
+	r.bytesRead.Add(n)
+	r.e.metrics.bytesRead.Add(float64(n))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// fullSHA256 is the hex SHA-256 of the whole file that the server keeps for e, or "" (none, or
+// a multipart object's composite checksum).
+func fullSHA256(e *storage.Entry) string {
+	if e.Checksum == "" || strings.Contains(e.Checksum, "-") {
+		return ""
+	}
+	raw, err := base64.StdEncoding.DecodeString(e.Checksum)
+	if err != nil || len(raw) != sha256.Size {
+		return ""
+	}
+	return hex.EncodeToString(raw)
+}
