@@ -236,6 +236,8 @@ type Backend interface {
 // data never passing through sshapi (S3: CopyObject between two buckets of one server reached
 // with one credential).
 type CrossCopier interface {
+	// CanCopyFrom reports whether CopyFrom can copy from src (it makes no request).
+	CanCopyFrom(src Backend) bool
 	// CopyFrom copies file from of src to file to of this backend (replacing a file there),
 	// only while from's version is etag when etag is not empty (else ErrChanged), and returns
 	// the copy's entry. ok is false, and nothing was done, when src is not on the same server

@@ -21,32 +21,44 @@ import (
 // its size, and with sha256 the copy's SHA-256 against the source's. The server computes the
 // copy's from the bytes it wrote (x-amz-checksum-algorithm on the copy); the source's is the
 // full-object SHA-256 the server keeps when it has one, else the source is read once and
-// hashed (a multipart object only has a composite checksum), and the source must still be the
-// version copied afterwards. A copy without a server SHA-256 (above 5 GiB: composite) is read
+// hashed while the server copies it (a multipart object only has a composite checksum), and
+// the source must still be the version copied afterwards (same ETag: the copy was conditional
+// on it). A copy without a server SHA-256 (above 5 GiB: composite) is read
 // back and hashed too. A mismatch removes the copy and the file is tried again like any other.
 
 // objectServerCopy copies file it (source entry se) on the server when the ends allow it. It
-// reports false, having done nothing, when they do not.
+// reports false, having done nothing, when they do not. A source without a full-object
+// SHA-256 is read and hashed while the server copies it.
 func (r *run) objectServerCopy(ctx context.Context, i int, it *Item, se *storage.Entry) (bool, error) {
 	o := r.obj
-	cc, ok := o.dst.backend(i).(storage.CrossCopier)
-	if !ok || o.src.sftp() {
+	sb, db := o.src.backend(i), o.dst.backend(i)
+	cc, ok := db.(storage.CrossCopier)
+	if !ok || o.src.sftp() || !cc.CanCopyFrom(sb) {
 		return false, nil
 	}
 	r.copying.Add(1) // the slow-run watch counts time spent moving data
 	defer r.copying.Add(-1)
-	e, ok, err := cc.CopyFrom(ctx, o.src.backend(i), it.Source, it.Destination, se.ETag)
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srcSum, srcErr := fullSHA256(se), error(nil)
+	var wg sync.WaitGroup
+	if r.t.Verify == VerifySHA256 && srcSum == "" {
+		wg.Go(func() { srcSum, srcErr = r.hashObject(hctx, sb, it.Source) })
+	}
+	e, _, err := cc.CopyFrom(ctx, sb, it.Source, it.Destination, se.ETag)
+	if err != nil {
+		cancel()
+	}
+	wg.Wait()
 	switch {
-	case !ok:
-		return false, nil
 	case errors.Is(err, storage.ErrChanged):
 		return true, fmt.Errorf("%s: %w", it.Source, errSourceChanged)
 	case err != nil:
 		return true, fmt.Errorf("server-side copy %s: %w", it.Source, err)
 	}
-	sum, err := r.verifyServerCopy(ctx, i, it, se, e)
+	sum, err := r.verifyServerCopy(ctx, i, it, se, e, srcSum, srcErr)
 	if err != nil {
-		_ = o.dst.backend(i).Remove(context.WithoutCancel(ctx), it.Destination, false)
+		_ = db.Remove(context.WithoutCancel(ctx), it.Destination, false)
 		return true, err
 	}
 	r.itemDone(it, sum, true)
@@ -54,8 +66,9 @@ func (r *run) objectServerCopy(ctx context.Context, i int, it *Item, se *storage
 }
 
 // verifyServerCopy checks copy e of source se as the transfer's verification says and returns
-// the file's SHA-256 ("" without sha256 verification).
-func (r *run) verifyServerCopy(ctx context.Context, i int, it *Item, se, e *storage.Entry) (string, error) {
+// the file's SHA-256 ("" without sha256 verification). srcSum is the source's (read while it
+// was copied, with the read's error srcErr, when the server keeps none).
+func (r *run) verifyServerCopy(ctx context.Context, i int, it *Item, se, e *storage.Entry, srcSum string, srcErr error) (string, error) {
 	o := r.obj
 	if r.t.Verify != VerifyNone && e.Size != se.Size {
 		return "", fmt.Errorf("%w: %s has %d bytes, want %d", errMismatch, it.Destination, e.Size, se.Size)
@@ -63,20 +76,17 @@ func (r *run) verifyServerCopy(ctx context.Context, i int, it *Item, se, e *stor
 	if r.t.Verify != VerifySHA256 {
 		return "", nil
 	}
-	srcSum, dstSum := fullSHA256(se), fullSHA256(e)
-	var srcErr, dstErr error
-	var wg sync.WaitGroup
-	if srcSum == "" {
-		wg.Go(func() { srcSum, srcErr = r.hashObject(ctx, o.src.backend(i), it.Source) })
+	if srcErr != nil {
+		return "", srcErr
 	}
-	if dstSum == "" {
-		wg.Go(func() { dstSum, dstErr = r.hashObject(ctx, o.dst.backend(i), it.Destination) })
+	dstSum := fullSHA256(e)
+	if dstSum == "" { // a copy in parts: read back
+		var err error
+		if dstSum, err = r.hashObject(ctx, o.dst.backend(i), it.Destination); err != nil {
+			return "", err
+		}
 	}
-	wg.Wait()
-	if err := errors.Join(srcErr, dstErr); err != nil {
-		return "", err
-	}
-	if fullSHA256(se) == "" { // read: it must still be the version copied
+	if fullSHA256(se) == "" { // read: it must have been the version copied
 		now, err := o.src.backend(i).Stat(ctx, it.Source)
 		if err != nil {
 			return "", fmt.Errorf("source %s: %w", it.Source, err)

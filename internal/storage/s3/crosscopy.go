@@ -36,10 +36,10 @@ func serverID(cfg Config, region string) string {
 // (UploadPartCopy) above. With etag, the copy is conditional on the source's version
 // (x-amz-copy-source-if-match, each part likewise): a changed source is storage.ErrChanged.
 func (b *Backend) CopyFrom(ctx context.Context, src storage.Backend, from, to, etag string) (*storage.Entry, bool, error) {
-	s, ok := src.(*Backend)
-	if !ok || s.server != b.server {
+	if !b.CanCopyFrom(src) {
 		return nil, false, nil
 	}
+	s := src.(*Backend)
 	from, to = path.Clean("/"+from), path.Clean("/"+to)
 	se, err := s.Stat(ctx, from)
 	if err != nil {
@@ -64,6 +64,13 @@ func (b *Backend) CopyFrom(ctx context.Context, src storage.Backend, from, to, e
 	}
 	e, err := b.Stat(ctx, to)
 	return e, true, err
+}
+
+// CanCopyFrom implements storage.CrossCopier: src is a bucket of the same server reached with
+// the same credential.
+func (b *Backend) CanCopyFrom(src storage.Backend) bool {
+	s, ok := src.(*Backend)
+	return ok && s.server == b.server
 }
 
 // copyObject copies source (bucket/key, escaped) of size bytes to p, on the server.
