@@ -265,10 +265,18 @@ dispatch:
 				fail(err)
 				return
 			}
-			sum := sha256.Sum256(buf)
-			part := storage.Part{Number: k, Offset: off, Size: size, SHA256: sum[:]}
+			// A part's own SHA-256 goes with it to a bucket (the server checks it) and is
+			// recorded to compare a part read again on resume. An SSH destination checks no
+			// part digest and its source is a bucket, whose ETag names the version read (a
+			// changed source restarts the file): its parts skip that hash pass, unless a
+			// recorded part has a digest to compare.
+			part := storage.Part{Number: k, Offset: off, Size: size}
+			if !o.dst.sftp() || (isDone && len(prev.SHA256) > 0) {
+				sum := sha256.Sum256(buf)
+				part.SHA256 = sum[:]
+			}
 			if isDone {
-				if !bytes.Equal(prev.SHA256, sum[:]) {
+				if len(prev.SHA256) > 0 && !bytes.Equal(prev.SHA256, part.SHA256) {
 					release()
 					fail(fmt.Errorf("%w: %s: part %d read again differs from the part sent", errSourceChanged, it.Source, k))
 					return
@@ -354,16 +362,12 @@ func (r *run) readPart(ctx context.Context, b storage.Backend, p string, off int
 
 // writePart sends one part with its SHA-256; a part the server refuses (a corrupt part:
 // BadDigest) is sent again, up to partTries times. A lost connection ends the round at once.
-// An SSH destination gets no digest with the part: its backend could only hash the same buffer
-// again in this process (SSH's MAC guards the bytes on the way, and the destination's own
-// SHA-256 of the file is what verifies them on disk); the part's digest is still recorded.
+// An SSH destination gets no digest with the part (see objectParts): its backend could only
+// hash the same buffer again in this process (SSH's MAC guards the bytes on the way, and the
+// destination's own SHA-256 of the file is what verifies them on disk).
 func (r *run) writePart(ctx context.Context, up storage.Upload, p storage.Part, buf []byte) error {
-	sum := p.SHA256
-	if r.obj.dst.sftp() {
-		sum = nil
-	}
 	for try := 1; ; try++ {
-		err := up.WritePart(ctx, p.Number, p.Offset, bytes.NewReader(buf), p.Size, sum)
+		err := up.WritePart(ctx, p.Number, p.Offset, bytes.NewReader(buf), p.Size, p.SHA256)
 		if err == nil || ctx.Err() != nil || try >= partTries || isPermanent(err) || isConnErr(err) {
 			return err
 		}
