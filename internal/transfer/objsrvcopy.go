@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 
@@ -43,7 +42,7 @@ func (r *run) objectServerCopy(ctx context.Context, i int, it *Item, se *storage
 	srcSum, srcErr := fullSHA256(se), error(nil)
 	var wg sync.WaitGroup
 	if r.t.Verify == VerifySHA256 && srcSum == "" {
-		wg.Go(func() { srcSum, srcErr = r.hashObject(hctx, sb, it.Source) })
+		wg.Go(func() { srcSum, srcErr = r.hashObject(hctx, sb, it.Source, se.Size) })
 	}
 	e, _, err := cc.CopyFrom(ctx, sb, it.Source, it.Destination, se.ETag)
 	if err != nil {
@@ -82,7 +81,7 @@ func (r *run) verifyServerCopy(ctx context.Context, i int, it *Item, se, e *stor
 	dstSum := fullSHA256(e)
 	if dstSum == "" { // a copy in parts: read back
 		var err error
-		if dstSum, err = r.hashObject(ctx, o.dst.backend(i), it.Destination); err != nil {
+		if dstSum, err = r.hashObject(ctx, o.dst.backend(i), it.Destination, e.Size); err != nil {
 			return "", err
 		}
 	}
@@ -101,21 +100,67 @@ func (r *run) verifyServerCopy(ctx context.Context, i int, it *Item, se, e *stor
 	return srcSum, nil
 }
 
-// hashObject reads file p of b whole and returns its SHA-256 (hex).
-func (r *run) hashObject(ctx context.Context, b storage.Backend, p string) (string, error) {
-	rc, err := b.Open(ctx, p, 0, -1)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", p, err)
+// hashObject reads file p of b (size bytes) and returns its SHA-256 (hex): ranged reads of the
+// transfer's chunk size, as many at once as the run moves parts of one file and within its
+// memory share (a single stream would be bound by one TCP window on a long path), hashed in
+// order (orderedHash).
+func (r *run) hashObject(ctx context.Context, b storage.Backend, p string, size int64) (string, error) {
+	o := r.obj
+	ps := max(r.t.ChunkSize, 1)
+	oh, _ := newOrderedHash(0, nil)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var once sync.Once
+	var first error
+	fail := func(err error) {
+		once.Do(func() { first = err })
+		cancel(err)
+		oh.abort()
 	}
-	defer rc.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, rc)
-	r.bytesRead.Add(n)
-	r.e.metrics.bytesRead.Add(float64(n))
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", p, err)
+	var wg sync.WaitGroup
+	mine := make(chan struct{}, o.streams)
+dispatch:
+	for off := int64(0); off < size; off += ps {
+		n := min(ps, size-off)
+		select {
+		case mine <- struct{}{}:
+		case <-ctx.Done():
+			break dispatch
+		}
+		select {
+		case o.parts <- struct{}{}:
+		case <-ctx.Done():
+			<-mine
+			break dispatch
+		}
+		w := min(n, o.share)
+		if err := o.mem.Acquire(ctx, w); err != nil {
+			<-o.parts
+			<-mine
+			break
+		}
+		var rel sync.Once
+		release := func() { rel.Do(func() { o.mem.Release(w); <-o.parts; <-mine }) }
+		wg.Go(func() {
+			buf := make([]byte, n)
+			if err := r.readPart(ctx, b, p, off, buf); err != nil {
+				release()
+				fail(err)
+				return
+			}
+			oh.add(off, buf, release)
+		})
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	wg.Wait()
+	switch {
+	case first != nil:
+		return "", first
+	case ctx.Err() != nil:
+		return "", context.Cause(ctx)
+	case oh.offset() != size:
+		return "", fmt.Errorf("%s: hashed %d of %d bytes", p, oh.offset(), size)
+	}
+	return oh.sum(), nil
 }
 
 // fullSHA256 is the hex SHA-256 of the whole file that the server keeps for e, or "" (none, or
