@@ -14,6 +14,9 @@ import (
 const (
 	TransferSFTPToS3 = "sftp-to-s3"
 	TransferS3ToSFTP = "s3-to-sftp"
+	// TransferS3ToS3 copies the object to another key of the same bucket: sshapi and rclone
+	// both copy on the server (CopyObject); sshapi also verifies the copy's SHA-256.
+	TransferS3ToS3 = "s3-to-s3"
 )
 
 // PeerRclone is rclone copying between an sftp remote and an s3 remote.
@@ -32,9 +35,10 @@ type S3Endpoint struct {
 	Remove func(ctx context.Context, key string) error
 }
 
-// RunS3 measures transfers of the bench file from the SSH system Src to the bucket and back
-// through sshapi (POST /v1/transfers, verified as b.Verify says), and with Peers `rclone copyto`
-// between an sftp remote and an s3 remote on the same servers beside each. The file must already
+// RunS3 measures transfers of the bench file from the SSH system Src to the bucket, within the
+// bucket and back through sshapi (POST /v1/transfers, verified as b.Verify says), and with Peers
+// `rclone copyto` between an sftp remote and an s3 remote (and within the s3 remote) on the
+// same servers beside each. The file must already
 // be on Src (RunUpDown puts it there). A failed run is recorded with its error; RunS3 returns
 // only ctx's error.
 func (b *TransferBench) RunS3(ctx context.Context, s3 S3Endpoint) error {
@@ -59,6 +63,11 @@ func (b *TransferBench) RunS3(ctx context.Context, s3 S3Endpoint) error {
 	b.measure(TransferS3ToSFTP, BaselineTarget, 0, b.Size, func() (int, error) {
 		return b.transferBetween(ctx, s3.System, "/"+key, b.Src.System, back, 0)
 	})
+	clear(key + ".copy")
+	b.measure(TransferS3ToS3, BaselineTarget, 0, b.Size, func() (int, error) {
+		return b.transferBetween(ctx, s3.System, "/"+key, s3.System, "/"+key+".copy", 0)
+	})
+	clear(key + ".copy")
 	if ctx.Err() != nil || !b.Peers {
 		return ctx.Err()
 	}
@@ -73,6 +82,11 @@ func (b *TransferBench) RunS3(ctx context.Context, s3 S3Endpoint) error {
 	b.measure(TransferS3ToSFTP, PeerRclone, 1, b.Size, func() (int, error) {
 		return 1, b.rclone(ctx, s3, "dst:"+s3.Bucket+"/"+rkey, "src:"+back)
 	})
+	clear(rkey + ".copy")
+	b.measure(TransferS3ToS3, PeerRclone, 1, b.Size, func() (int, error) {
+		return 1, b.rclone(ctx, s3, "dst:"+s3.Bucket+"/"+rkey, "dst:"+s3.Bucket+"/"+rkey+".copy")
+	})
+	clear(rkey + ".copy")
 	clear(key)
 	clear(rkey)
 	if b.Remove != nil {

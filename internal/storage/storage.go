@@ -48,6 +48,8 @@ var (
 	ErrIsDir = errors.New("is a directory")
 	// ErrNotEmpty: a non-recursive removal of a directory that has entries.
 	ErrNotEmpty = errors.New("directory not empty")
+	// ErrChanged: a file is no longer the version a conditional operation named.
+	ErrChanged = errors.New("file changed")
 )
 
 // Capability names something a backend may or may not do.
@@ -228,6 +230,19 @@ type Backend interface {
 	Rename(ctx context.Context, from, to string, overwrite bool) error
 	// Copy copies file from to to.
 	Copy(ctx context.Context, from, to string, overwrite bool) error
+}
+
+// CrossCopier is a Backend that can copy a file from another backend on its own server, the
+// data never passing through sshapi (S3: CopyObject between two buckets of one server reached
+// with one credential).
+type CrossCopier interface {
+	// CanCopyFrom reports whether CopyFrom can copy from src (it makes no request).
+	CanCopyFrom(src Backend) bool
+	// CopyFrom copies file from of src to file to of this backend (replacing a file there),
+	// only while from's version is etag when etag is not empty (else ErrChanged), and returns
+	// the copy's entry. ok is false, and nothing was done, when src is not on the same server
+	// with the same credential.
+	CopyFrom(ctx context.Context, src Backend, from, to, etag string) (e *Entry, ok bool, err error)
 }
 
 // CompositeSHA256 is the checksum S3 reports for a multipart object made of parts with the

@@ -107,6 +107,7 @@ type destSum struct {
 	it    *Item
 	tmp   string
 	block int64
+	part  int64           // the size of a range (the last may be shorter)
 	n     int             // the file's number of ranges
 	wg    *sync.WaitGroup // the set's: start and the wait for the command's exit
 
@@ -132,7 +133,7 @@ func (r *run) newDestSum(ctx context.Context, it *Item, wg *sync.WaitGroup) *des
 		return nil
 	}
 	d := &destSum{
-		r: r, it: it, tmp: tempName(it.Destination, r.t.ID), block: block, n: rangesOf(it.Size, r.t.ChunkSize), wg: wg,
+		r: r, it: it, tmp: tempName(it.Destination, r.t.ID), block: block, part: r.t.ChunkSize, n: rangesOf(it.Size, r.t.ChunkSize), wg: wg,
 		ready: map[int]bool{}, started: make(chan struct{}), exited: make(chan struct{}),
 		out: limitedBuffer{max: 4 << 10},
 	}
@@ -187,8 +188,11 @@ func (d *destSum) start(ctx context.Context) {
 	d.feedLocked()
 }
 
-// rangeDone tells the sum that range idx is written.
+// rangeDone tells the sum that range idx is written (nothing on a nil sum).
 func (d *destSum) rangeDone(idx int) {
+	if d == nil {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if idx >= d.next {
@@ -203,7 +207,7 @@ func (d *destSum) feedLocked() {
 		return
 	}
 	for d.ready[d.next] {
-		n := d.r.rangeLen(d.it, d.next)
+		n := max(0, min(d.part, d.it.Size-int64(d.next)*d.part))
 		if _, err := io.WriteString(d.in, digest.StreamLine((n+d.block-1)/d.block)); err != nil {
 			d.failed = true
 			return

@@ -52,7 +52,8 @@ func srcVersion(e *storage.Entry) string {
 // one, sends the missing parts, verifies and commits.
 func (r *run) objectFile(ctx context.Context, i int, it *Item) error {
 	o := r.obj
-	sb, db := o.src.backend(i), o.dst.backend(i)
+	// The upload goes through the destination's channels striped (see objstripe.go).
+	sb, db := o.src.backend(i), o.dst.uploadBackend(i)
 	if err := r.recheck(ctx); err != nil {
 		return err
 	}
@@ -79,6 +80,11 @@ func (r *run) objectFile(ctx context.Context, i int, it *Item) error {
 		r.bytesTotal.Add(se.Size - it.Size)
 		it.Size, it.mtime = se.Size, se.ModTime.Unix()
 		r.mu.Unlock()
+	}
+	if rec == nil { // between buckets of one server: copied there (objsrvcopy.go)
+		if ok, err := r.objectServerCopy(ctx, i, it, se); ok {
+			return err
+		}
 	}
 	opts := storage.UploadOptions{Size: it.Size, Overwrite: true, Parents: true}
 	var up storage.Upload
@@ -168,15 +174,25 @@ func (r *run) objectFile(ctx context.Context, i int, it *Item) error {
 		srcSum <- res
 	}()
 	defer func() { stopSum(); <-srcSum }()
-	if err := r.objectParts(ctx, i, it, rec, up, oh); err != nil {
-		return err
+	// An SSH destination hashes the parts as they land (objdestsum.go).
+	done := map[int]storage.Part{}
+	for _, p := range up.Parts() {
+		done[p.Number] = p
 	}
-	res := <-srcSum
-	srcSum <- res // for the deferred wait
-	if res.err != nil {
-		return res.err
+	ds := r.startObjectDestSum(ctx, it, up, rec.PartSize, done)
+	defer ds.close()
+	err = r.objectParts(ctx, i, it, rec, up, oh, done, ds)
+	if err == nil {
+		res := <-srcSum
+		srcSum <- res // for the deferred wait
+		if err = res.err; err == nil {
+			err = r.objectFinish(ctx, i, it, rec, up, oh.sum(), res.sum, ds)
+		}
 	}
-	return r.objectFinish(ctx, i, it, rec, up, oh.sum(), res.sum)
+	if err != nil {
+		releaseUpload(up) // resumed in a later round: its extra handles are not kept meanwhile
+	}
+	return err
 }
 
 // sumResult is a checksum computed on a server.
@@ -185,17 +201,14 @@ type sumResult struct {
 	err error
 }
 
-// objectParts sends the parts of it that upload up does not have, several at once, and hashes
-// the whole file in order (re-reading from the source finished parts beyond the saved hash
-// prefix).
-func (r *run) objectParts(ctx context.Context, i int, it *Item, rec *UploadRecord, up storage.Upload, oh *orderedHash) error {
+// objectParts sends the parts of it that upload up does not have (done has those it has),
+// several at once, and hashes the whole file in order (re-reading from the source finished parts
+// beyond the saved hash prefix); ds, when not nil, is told of each part written.
+func (r *run) objectParts(ctx context.Context, i int, it *Item, rec *UploadRecord, up storage.Upload, oh *orderedHash,
+	done map[int]storage.Part, ds *objDestSum) error {
 	o := r.obj
 	ps := rec.PartSize
 	n := int((it.Size + ps - 1) / ps)
-	done := map[int]storage.Part{}
-	for _, p := range up.Parts() {
-		done[p.Number] = p
-	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var once sync.Once
@@ -221,7 +234,8 @@ dispatch:
 			break
 		}
 		// Parts are read over the source's channels in turn (an SFTP channel moves at most
-		// its 2 MiB window per round trip); the destination upload is one.
+		// its 2 MiB window per round trip); an SSH destination's upload stripes them over its
+		// channels likewise.
 		sb := o.src.backend(i + k)
 		select { // the file's parts in flight: its streams
 		case mine <- struct{}{}:
@@ -251,10 +265,18 @@ dispatch:
 				fail(err)
 				return
 			}
-			sum := sha256.Sum256(buf)
-			part := storage.Part{Number: k, Offset: off, Size: size, SHA256: sum[:]}
+			// A part's own SHA-256 goes with it to a bucket (the server checks it) and is
+			// recorded to compare a part read again on resume. An SSH destination checks no
+			// part digest and its source is a bucket, whose ETag names the version read (a
+			// changed source restarts the file): its parts skip that hash pass, unless a
+			// recorded part has a digest to compare.
+			part := storage.Part{Number: k, Offset: off, Size: size}
+			if !o.dst.sftp() || (isDone && len(prev.SHA256) > 0) {
+				sum := sha256.Sum256(buf)
+				part.SHA256 = sum[:]
+			}
 			if isDone {
-				if !bytes.Equal(prev.SHA256, sum[:]) {
+				if len(prev.SHA256) > 0 && !bytes.Equal(prev.SHA256, part.SHA256) {
 					release()
 					fail(fmt.Errorf("%w: %s: part %d read again differs from the part sent", errSourceChanged, it.Source, k))
 					return
@@ -264,6 +286,9 @@ dispatch:
 				release()
 				fail(err)
 				return
+			} else {
+				partWritten(up, part)
+				ds.partDone(k)
 			}
 			hoff, state := oh.add(off, buf, release)
 			// The record in memory follows, so that a later round of this run resumes from it.
@@ -337,6 +362,9 @@ func (r *run) readPart(ctx context.Context, b storage.Backend, p string, off int
 
 // writePart sends one part with its SHA-256; a part the server refuses (a corrupt part:
 // BadDigest) is sent again, up to partTries times. A lost connection ends the round at once.
+// An SSH destination gets no digest with the part (see objectParts): its backend could only
+// hash the same buffer again in this process (SSH's MAC guards the bytes on the way, and the
+// destination's own SHA-256 of the file is what verifies them on disk).
 func (r *run) writePart(ctx context.Context, up storage.Upload, p storage.Part, buf []byte) error {
 	for try := 1; ; try++ {
 		err := up.WritePart(ctx, p.Number, p.Offset, bytes.NewReader(buf), p.Size, p.SHA256)
@@ -349,10 +377,10 @@ func (r *run) writePart(ctx context.Context, up storage.Upload, p storage.Part, 
 
 // objectFinish checks a file whose parts are all sent (the source unchanged and, with sha256
 // verification, its SHA-256 srcSum equal to the bytes sent), commits the upload, checks the server's
-// composite checksum against the parts sent (and an SFTP destination's sha256sum), and marks
-// the item done with its SHA-256.
+// composite checksum against the parts sent (and an SFTP destination's SHA-256: streamed by ds
+// before the commit, else sha256sum after it), and marks the item done with its SHA-256.
 // srcSum is the source's SHA-256 as its server knows it ("" when it keeps none).
-func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadRecord, up storage.Upload, sum, srcSum string) error {
+func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadRecord, up storage.Upload, sum, srcSum string, ds *objDestSum) error {
 	o := r.obj
 	sb, db := o.src.backend(i), o.dst.backend(i)
 	se, err := sb.Stat(ctx, it.Source)
@@ -373,6 +401,9 @@ func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadReco
 			return fmt.Errorf("%w: %s: the source's sha256 is %s, the bytes sent hash to %s", errMismatch, it.Source, want, sum)
 		}
 	}
+	// The streamed sum ends before the commit: every part is written, and nothing writes to
+	// the temporary file any more (see "Verifying an SSH destination" in object.go).
+	streamed := ds.sum(ctx)
 	e, err := up.Commit(ctx)
 	if err != nil {
 		return fmt.Errorf("commit %s: %w", it.Destination, err)
@@ -387,6 +418,7 @@ func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadReco
 		sums = append(sums, p.SHA256)
 	}
 	var bad error
+	verifiedBy := ""
 	switch {
 	case r.t.Verify != VerifyNone && e.Size != it.Size:
 		bad = fmt.Errorf("%w: %s has %d bytes, want %d", errMismatch, it.Destination, e.Size, it.Size)
@@ -395,7 +427,14 @@ func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadReco
 			it.Destination, e.Checksum, storage.CompositeSHA256(sums))
 	case e.Checksum != "" && !strings.Contains(e.Checksum, "-") && e.Checksum != b64hex(sum):
 		bad = fmt.Errorf("%w: %s: the server's sha256 %s is not that of the bytes sent (%s)", errMismatch, it.Destination, e.Checksum, b64hex(sum))
+	case r.t.Verify == VerifySHA256 && o.dst.sftp() && streamed == sum:
+		verifiedBy = "streamed"
 	case r.t.Verify == VerifySHA256 && o.dst.sftp():
+		if streamed != "" {
+			r.e.log.Info("transfer: the destination's streamed sha256 differs; hashing the file again", "id", r.t.ID,
+				"file", it.Destination, "streamed", streamed, "sent", sum)
+		}
+		verifiedBy = "reread"
 		d, err := o.dst.fss[i%len(o.dst.fss)].Checksum(ctx, it.Destination, "sha256")
 		if err != nil {
 			return fmt.Errorf("destination sha256 of %s: %w", it.Destination, err)
@@ -408,6 +447,9 @@ func (r *run) objectFinish(ctx context.Context, i int, it *Item, rec *UploadReco
 		_ = db.Remove(context.WithoutCancel(ctx), it.Destination, false)
 		r.resetBytes(it)
 		return bad
+	}
+	if o.dst.sftp() {
+		observeObject(it, up, verifiedBy)
 	}
 	r.itemDone(it, sum, false)
 	return nil
@@ -428,14 +470,7 @@ func (r *run) objectSum(ctx context.Context, ep *endpoint, p string) (string, er
 	if err != nil {
 		return "", err
 	}
-	if e.Checksum == "" || strings.Contains(e.Checksum, "-") {
-		return "", nil
-	}
-	raw, err := base64.StdEncoding.DecodeString(e.Checksum)
-	if err != nil || len(raw) != sha256.Size {
-		return "", nil
-	}
-	return hex.EncodeToString(raw), nil
+	return fullSHA256(e), nil
 }
 
 // resetObject aborts the recorded upload of it and forgets its parts: the file starts again.

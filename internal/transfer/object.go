@@ -12,7 +12,9 @@ package transfer
 //
 // Each file is written through one storage.Upload, cut into parts of partSize (at least the
 // backend's MinPartSize, and large enough that a file needs at most MaxParts parts). Parts are
-// read from the source with ranged reads (ranged GETs, SFTP ReadAt), several in flight, each
+// read from the source with ranged reads (ranged GETs, SFTP ReadAt), several in flight, and an
+// SSH destination's upload writes them over all the end's SFTP channels (objstripe.go: one
+// channel moves at most its window per round trip), each part
 // held in one buffer while it is sent with its SHA-256 (the S3 server refuses a part whose bytes
 // changed on the way with BadDigest; the part is sent again). Memory is bounded: a run holds at
 // most Config.ObjectBufferBytes/Workers bytes of parts at once, at most max(streams,
@@ -32,8 +34,29 @@ package transfer
 // counts as done: the SHA-256 of the bytes sent is compared with the source's (sha256sum on an
 // SFTP source; an S3 source's own full-object checksum when it has one, else the hash computed
 // while reading it is the source's), the server's composite checksum of the completed upload
-// must be sha256(part sums)-N of the parts sent, and an SFTP destination's sha256sum must equal
+// must be sha256(part sums)-N of the parts sent, and an SFTP destination's SHA-256 must equal
 // the file's. The SHA-256 is stored in the item (Item.SHA256).
+//
+// # Verifying an SSH destination
+//
+// The bytes sent are hashed in sshapi, but what counts is what is on the destination's disk,
+// so the destination system hashes the file itself. It used to run sha256sum on the file after
+// the commit: a second full read of the file, after the copy, on its critical path. Now a file
+// of several parts is hashed on the destination while its parts land (objdestsum.go, the
+// command of destsum.go): a part is handed to the command once its writes were all
+// acknowledged by the SFTP server and every part before it was handed over, and the command
+// reads it back from the temporary file, in order, from one descriptor. When the last part
+// lands only that part is left to hash. Why the digest is sound: it is computed by the
+// destination from the file's bytes as the server stores them (read back, not the bytes sshapi
+// sent); each byte is read after the write that put it there was acknowledged, and nothing
+// writes to the temporary file afterwards (every part of the attempt is finished before the
+// sum ends; the file is owner-only and its name unguessable; the commit only cuts it at the
+// size the parts cover, which the hash also covered, and renames it). A read that fails, a
+// stale tail beyond the size, or a command that never started gives no digest or a wrong one,
+// and then the file is hashed after the commit as before, so the stream can cost time, never
+// accept a wrong file: the digest is compared with the SHA-256 of the bytes sent, itself
+// compared with the source's. A file of one part, or a run with maxDestSums streams open
+// already, is hashed after the commit.
 //
 // No leftovers: a canceled or failed run aborts its uploads; uploads of transfers whose runner
 // died are aborted by the engine's reaper once the transfer finished or the upload is older than
@@ -78,6 +101,8 @@ type objectRun struct {
 	parts chan struct{}
 	mem   *semaphore.Weighted
 	share int64
+	// sums bounds the streamed destination sums open at once (maxDestSums).
+	sums chan struct{}
 
 	mu      sync.Mutex
 	uploads map[int64]*UploadRecord
@@ -189,7 +214,7 @@ const defaultObjectStreams = 4
 func (r *run) setupObject(ctx context.Context) error {
 	r.closeObject()
 	n := r.objectStreams()
-	o := &objectRun{streams: n, uploads: map[int64]*UploadRecord{}}
+	o := &objectRun{streams: n, uploads: map[int64]*UploadRecord{}, sums: make(chan struct{}, maxDestSums)}
 	var err error
 	if o.src, err = r.e.openEndpoint(ctx, r.src, n); err != nil {
 		return fmt.Errorf("source: %w", err)

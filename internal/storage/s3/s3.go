@@ -78,6 +78,10 @@ type Backend struct {
 	c      *s3.Client
 	bucket string
 	prefix string // "" or ending in "/"
+	// server names the server and the credential (a digest of the endpoint, region,
+	// addressing and keys): two backends with the same one can copy between their buckets on
+	// the server (CopyFrom).
+	server string
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -111,7 +115,7 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.HTTPClient != nil {
 		opts.HTTPClient = cfg.HTTPClient
 	}
-	return &Backend{c: s3.New(opts), bucket: cfg.Bucket, prefix: prefix}, nil
+	return &Backend{c: s3.New(opts), bucket: cfg.Bucket, prefix: prefix, server: serverID(cfg, region)}, nil
 }
 
 // Client is the underlying S3 client, for tests and tools.
@@ -662,7 +666,7 @@ func (b *Backend) Rename(ctx context.Context, from, to string, overwrite bool) e
 }
 
 // Copy implements storage.Backend for files with CopyObject, part by part (UploadPartCopy) above
-// 5 GiB.
+// 5 GiB (see copyObject).
 func (b *Backend) Copy(ctx context.Context, from, to string, overwrite bool) error {
 	from, to = path.Clean("/"+from), path.Clean("/"+to)
 	src, err := b.Stat(ctx, from)
@@ -683,34 +687,7 @@ func (b *Backend) Copy(ctx context.Context, from, to string, overwrite bool) err
 		return err
 	}
 	source := url.PathEscape(b.bucket) + "/" + escapeKey(b.key(from))
-	if src.Size <= maxCopyObject {
-		_, err := b.c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(to)), CopySource: &source})
-		return b.classify("copy", from, err)
-	}
-	up, err := b.Create(ctx, to, storage.UploadOptions{Size: src.Size, Overwrite: overwrite})
-	if err != nil {
-		return err
-	}
-	u := up.(*upload)
-	id, err := u.start(ctx)
-	if err != nil {
-		return err
-	}
-	for n, off := 1, int64(0); off < src.Size; n, off = n+1, off+copyPart {
-		end := min(off+copyPart, src.Size) - 1
-		out, err := b.c.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: &b.bucket, Key: &u.key, UploadId: &id,
-			PartNumber: aws.Int32(int32(n)), CopySource: &source, CopySourceRange: aws.String(fmt.Sprintf("bytes=%d-%d", off, end))})
-		if err != nil {
-			_ = u.Abort(context.WithoutCancel(ctx))
-			return b.classify("copy", from, err)
-		}
-		u.mu.Lock()
-		u.parts[n] = part{cp: types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.CopyPartResult.ETag, ChecksumSHA256: out.CopyPartResult.ChecksumSHA256},
-			sp: storage.Part{Number: n, Offset: off, Size: end - off + 1, ETag: aws.ToString(out.CopyPartResult.ETag)}}
-		u.mu.Unlock()
-	}
-	_, err = u.Commit(ctx)
-	return err
+	return b.classify("copy", from, b.copyObject(ctx, source, src.Size, to, nil))
 }
 
 // escapeKey URL-escapes each segment of a key for x-amz-copy-source.

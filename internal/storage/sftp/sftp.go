@@ -3,6 +3,10 @@
 // the storage.Backend interface. Everything an SSH host's file system has is declared:
 // directories, atomic rename (posix-rename@openssh.com), modes, symlinks, copies and commands on
 // the server.
+//
+// A backend made with NewStriped spreads each upload's parts over several SFTP channels (see
+// striped.go): one channel moves at most its window (2 MiB with OpenSSH) per round trip, about
+// 40 MB/s at 50 ms, so a large file written through one would be bounded by it.
 package sftp
 
 import (
@@ -10,11 +14,8 @@ import (
 	"io"
 	"os"
 	"path"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/sshapi/sshapi/internal/files"
 	"github.com/sshapi/sshapi/internal/storage"
@@ -24,6 +25,8 @@ import (
 type Backend struct {
 	fs   *files.FS
 	root string // the remote directory that is the backend's "/"
+	// stripe are the channels an upload's parts go over, stripe[0] == fs (see NewStriped).
+	stripe []*files.FS
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -31,7 +34,7 @@ var _ storage.Backend = (*Backend)(nil)
 // New returns the backend for fsys whose "/" is the remote directory root (absolute; "/" for
 // the whole file system, a system's root_dir, a test's directory).
 func New(fsys *files.FS, root string) *Backend {
-	return &Backend{fs: fsys, root: path.Clean("/" + root)}
+	return &Backend{fs: fsys, root: path.Clean("/" + root), stripe: []*files.FS{fsys}}
 }
 
 // remote is the remote path of backend path p.
@@ -108,7 +111,7 @@ func (b *Backend) Create(ctx context.Context, p string, opts storage.UploadOptio
 	if err != nil {
 		return nil, err
 	}
-	return &upload{PartUpload: u, b: b, parts: map[int]storage.Part{}}, nil
+	return b.newUpload(u, b.remote(p)), nil
 }
 
 // Resume implements storage.Backend: id is the temporary file's name, which must still exist;
@@ -119,7 +122,7 @@ func (b *Backend) Resume(ctx context.Context, p, id string, known []storage.Part
 	if err != nil {
 		return nil, err
 	}
-	up := &upload{PartUpload: u, b: b, parts: map[int]storage.Part{}}
+	up := b.newUpload(u, b.remote(p))
 	for _, k := range known {
 		if k.Number >= 1 && k.Offset >= 0 && k.Offset+k.Size <= size {
 			u.Adopt(k.Number, k.Offset, k.Size)
@@ -127,50 +130,6 @@ func (b *Backend) Resume(ctx context.Context, p, id string, known []storage.Part
 		}
 	}
 	return up, nil
-}
-
-// upload adapts a files.PartUpload, remembering the parts written.
-type upload struct {
-	*files.PartUpload
-	b *Backend
-
-	mu    sync.Mutex
-	parts map[int]storage.Part
-}
-
-// WritePart implements storage.Upload.
-func (u *upload) WritePart(ctx context.Context, n int, off int64, r io.Reader, size int64, sum []byte) error {
-	if err := u.PartUpload.WritePart(ctx, n, off, r, size, sum); err != nil {
-		return err
-	}
-	u.mu.Lock()
-	u.parts[n] = storage.Part{Number: n, Offset: off, Size: size, SHA256: slices.Clone(sum)}
-	u.mu.Unlock()
-	return nil
-}
-
-// ID implements storage.Upload: the temporary file's name.
-func (u *upload) ID(context.Context) (string, error) { return u.TempName(), nil }
-
-// Parts implements storage.Upload.
-func (u *upload) Parts() []storage.Part {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	out := make([]storage.Part, 0, len(u.parts))
-	for _, p := range u.parts {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
-	return out
-}
-
-// Commit implements storage.Upload.
-func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
-	e, err := u.PartUpload.Commit(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return u.b.entry(e), nil
 }
 
 // Remove implements storage.Backend.
