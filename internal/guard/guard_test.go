@@ -29,6 +29,7 @@ func mustHold(t *testing.T, g *Guard, key string, exclusive bool) func() {
 	if err != nil {
 		t.Fatalf("Hold(%q, exclusive=%v): %v", key, exclusive, err)
 	}
+	t.Cleanup(rel) // a test that fails half-way leaves nothing held (releasing twice is a no-op)
 	return rel
 }
 
@@ -274,4 +275,41 @@ func TestGuardWaitersPerPrincipal(t *testing.T) {
 			t.Fatalf("waiting move after the read ended: %v", err)
 		}
 	}
+}
+
+// TestPostgresCloseWithLockHeld: closing a Postgres whose lock was never given back ends that
+// session (the lock goes with it) instead of waiting forever for the connection.
+func TestPostgresCloseWithLockHeld(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	url := pgtest.New(t).NewDatabase(t)
+	a, err := OpenPostgres(t.Context(), url, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := a.Lock(t.Context(), "alice", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waited for a lock that was never given back")
+	}
+	unlock() // after Close: a no-op, not a panic
+	b, err := OpenPostgres(t.Context(), url, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	unlockB, err := b.Lock(ctx, "alice", true)
+	if err != nil {
+		t.Fatalf("the lock outlived the closed session: %v", err)
+	}
+	unlockB()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,6 +22,9 @@ const unlockTimeout = 5 * time.Second
 // connection of its own pool (Config.RemoteConns), never one of the store's.
 type Postgres struct {
 	pool *pgxpool.Pool
+
+	mu   sync.Mutex
+	held map[*pgxpool.Conn]struct{} // connections pinned by locks not given back yet
 }
 
 // OpenPostgres connects a pool of at most conns connections to the database at url.
@@ -35,11 +39,25 @@ func OpenPostgres(ctx context.Context, url string, conns int) (*Postgres, error)
 	if err != nil {
 		return nil, fmt.Errorf("guard: %w", err)
 	}
-	return &Postgres{pool: pool}, nil
+	return &Postgres{pool: pool, held: map[*pgxpool.Conn]struct{}{}}, nil
 }
 
-// Close closes the pool; locks still held are released with their sessions.
-func (p *Postgres) Close() { p.pool.Close() }
+// Close closes the pool. Locks still held (a holder that never gave its lock back) end with
+// their sessions, which Close closes rather than waiting for them: the pool's own Close waits
+// for every acquired connection.
+func (p *Postgres) Close() {
+	p.mu.Lock()
+	held := p.held
+	p.held = map[*pgxpool.Conn]struct{}{}
+	p.mu.Unlock()
+	for conn := range held {
+		ctx, cancel := context.WithTimeout(context.Background(), unlockTimeout)
+		_ = conn.Conn().Close(ctx)
+		cancel()
+		conn.Release()
+	}
+	p.pool.Close()
+}
 
 // keyID maps a key to an advisory lock id. Two keys that collide are merely ordered together.
 func keyID(key string) int64 {
@@ -83,7 +101,17 @@ func (p *Postgres) Lock(ctx context.Context, key string, exclusive bool) (func()
 		}
 		return nil, err
 	}
+	p.mu.Lock()
+	p.held[conn] = struct{}{}
+	p.mu.Unlock()
 	return func() {
+		p.mu.Lock()
+		_, mine := p.held[conn]
+		delete(p.held, conn)
+		p.mu.Unlock()
+		if !mine { // Close took it
+			return
+		}
 		uctx, cancel := context.WithTimeout(context.Background(), unlockTimeout)
 		defer cancel()
 		if _, err := conn.Exec(uctx, unlock, id); err != nil {
