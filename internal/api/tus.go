@@ -334,15 +334,18 @@ func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.F
 // after a failed rename would tell the client that the upload is complete.
 func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, t sshpool.Target, c *sftp.Client, u *store.Upload,
 	lp *store.LeaseUploadParams, h hash.Hash, body io.Reader, contentLength int64) error {
+	remaining := u.Length - u.Offset
+	if contentLength >= 0 {
+		remaining = min(remaining, contentLength)
+	}
+	if remaining <= 0 { // an empty PATCH (a client asking whether the upload is free again)
+		return nil
+	}
 	f, err := fsys.OpenResumable(ctx, u.Dest, u.PartName)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	remaining := u.Length - u.Offset
-	if contentLength >= 0 {
-		remaining = min(remaining, contentLength)
-	}
 	opts := files.AppendOptions{Commit: func(end int64, state []byte) error {
 		if end == u.Length {
 			return nil

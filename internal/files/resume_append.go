@@ -52,7 +52,7 @@ type appendChunk struct {
 // the writes in flight are waited for; bytes past the last commit may or may not be on disk,
 // which the committed offset makes harmless.
 func (rf *ResumableFile) Append(ctx context.Context, r io.Reader, off, limit int64, h hash.Hash, opts AppendOptions) (int64, error) {
-	if len(opts.Buffers) == 0 {
+	if len(opts.Buffers) == 0 || len(opts.Buffers[0]) == 0 {
 		return off, errors.New("append: no buffers")
 	}
 	marshal, ok := h.(encoding.BinaryMarshaler)
@@ -88,52 +88,60 @@ func (rf *ResumableFile) Append(ctx context.Context, r io.Reader, off, limit int
 	start(rf.file)
 	stop := JoinOn(opts.Stripes, rf.tmp, os.O_WRONLY, start)
 
-	// In-order commits: chunks finish in any order; pending holds those done but not yet
-	// contiguous with the committed prefix.
-	var sent []appendChunk // chunks handed out and not yet committed, in seq order
-	doneSeq := map[int]bool{}
+	// In-order commits, by a goroutine of their own so that a commit never waits for the body:
+	// chunks finish in any order; meta holds those handed out and not yet committed.
+	var cmu sync.Mutex
+	meta := map[int]appendChunk{}
+	finished := map[int]bool{}
+	next := 0
 	var firstErr error
-	settle := func(d appendDone) {
-		if d.err != nil {
-			if firstErr == nil {
+	failed := func() error {
+		cmu.Lock()
+		defer cmu.Unlock()
+		return firstErr
+	}
+	committed := make(chan struct{})
+	go func() {
+		defer close(committed)
+		for d := range done {
+			cmu.Lock()
+			if d.err != nil && firstErr == nil {
 				firstErr = rf.f.writeErr("upload", rf.abs, d.err)
 			}
-			return
+			finished[d.seq] = true
+			var last *appendChunk
+			for finished[next] {
+				c := meta[next]
+				last = &c
+				delete(meta, next)
+				delete(finished, next)
+				next++
+			}
+			stop := firstErr != nil
+			cmu.Unlock()
+			if last == nil || stop || opts.Commit == nil {
+				continue
+			}
+			if err := opts.Commit(last.end, last.state); err != nil {
+				cmu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("commit at %d: %w", last.end, err)
+				}
+				cmu.Unlock()
+			}
 		}
-		doneSeq[d.seq] = true
-		i := 0
-		for i < len(sent) && doneSeq[sent[i].seq] {
-			delete(doneSeq, sent[i].seq)
-			i++
-		}
-		if i == 0 || firstErr != nil || opts.Commit == nil {
-			sent = sent[i:]
-			return
-		}
-		last := sent[i-1]
-		sent = sent[i:]
-		if err := opts.Commit(last.end, last.state); err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("commit at %d: %w", last.end, err)
-		}
-	}
+	}()
 
 	var rerr error
 	seq := 0
 read:
-	for off < limit && firstErr == nil {
+	for off < limit && failed() == nil {
 		var buf []byte
-		for buf == nil {
-			select {
-			case buf = <-free:
-			case d := <-done:
-				settle(d)
-				if firstErr != nil {
-					break read
-				}
-			case <-ctx.Done():
-				rerr = ctx.Err()
-				break read
-			}
+		select {
+		case buf = <-free:
+		case <-ctx.Done():
+			rerr = ctx.Err()
+			break read
 		}
 		n, err := fill(r, buf[:min(int64(len(buf)), limit-off)])
 		if n > 0 {
@@ -144,17 +152,12 @@ read:
 				break
 			}
 			c := appendChunk{seq: seq, off: off, buf: buf[:n], end: off + int64(n), state: state}
+			cmu.Lock()
+			meta[seq] = c
+			cmu.Unlock()
 			seq++
-			sent = append(sent, c)
 			off += int64(n)
-			for queued := false; !queued; {
-				select {
-				case work <- c:
-					queued = true
-				case d := <-done:
-					settle(d)
-				}
-			}
+			work <- c
 		} else {
 			free <- buf
 		}
@@ -170,10 +173,9 @@ read:
 	closed = true
 	mu.Unlock()
 	close(work)
-	go func() { wg.Wait(); close(done) }()
-	for d := range done {
-		settle(d)
-	}
+	wg.Wait()
+	close(done)
+	<-committed
 	for _, x := range stop() {
 		if err := x.Close(); err != nil && firstErr == nil {
 			firstErr = rf.f.writeErr("upload", rf.abs, err) // a close reports a write the server failed late
