@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseStreamsChannels(t *testing.T) {
@@ -138,5 +139,45 @@ func TestCPUMeterCountsShortChildren(t *testing.T) {
 	}
 	if got < want/2 || got > want*1.5+0.05 {
 		t.Errorf("meter %.2fs, children and shell used %.2fs", got, want)
+	}
+}
+
+// TestProcTicksWalkFindsTree: walking the children files finds the same processes of a tree
+// (a shell, its children and a grandchild) as scanning all of /proc, and nothing outside it.
+func TestProcTicksWalkFindsTree(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `sleep 30 & sh -c 'sleep 30 & wait' & echo up; wait`)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	root := []int{cmd.Process.Pid}
+	var walk, scan map[int]procTime
+	for range 50 { // until the grandchild has started
+		var ok bool
+		if walk, ok = procTicksWalk(root); !ok {
+			t.Skip("no /proc/PID/task/TID/children on this kernel")
+		}
+		if scan = procTicksScan(root); len(scan) >= 4 && len(walk) == len(scan) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(scan) < 4 {
+		t.Fatalf("scan found %d processes of the tree, want 4", len(scan))
+	}
+	for p := range scan {
+		if _, ok := walk[p]; !ok {
+			t.Errorf("walk missed %d", p)
+		}
+	}
+	if len(walk) != len(scan) {
+		t.Errorf("walk found %d processes, scan %d", len(walk), len(scan))
 	}
 }

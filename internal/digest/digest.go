@@ -14,6 +14,7 @@ package digest
 import (
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -120,6 +121,25 @@ func script(a Algorithm, files []File, openssl uint32) string {
 	return sb.String()
 }
 
+// Argv returns the command, as arguments for shell.Command (which runs them under `env
+// LC_ALL=C`), that hashes files with a, using what t knows of openssl (t may be nil). With only
+// small files it is the coreutils tool itself (`sha256sum -- FILE…`): the login shell execs env,
+// env execs the tool, so the command starts one process on the server and no shell of its own.
+// Otherwise it is `sh -c` with t.Script(a, files). Its output is for t.ParseOutput either way.
+func (t *Tools) Argv(a Algorithm, files []File) []string {
+	for _, f := range files {
+		if f.big() {
+			return []string{"sh", "-c", t.Script(a, files)}
+		}
+	}
+	argv := make([]string, 0, len(files)+2)
+	argv = append(argv, algs[a].coreutil, "--")
+	for _, f := range files {
+		argv = append(argv, f.Path)
+	}
+	return argv
+}
+
 // Tools remembers what the scripts run on one server found out about its openssl, per
 // algorithm, so that only the first script with a big file tests it (a `printf abc | openssl`
 // pipeline, a few milliseconds of process starts) and later ones use the answer. An openssl
@@ -175,12 +195,15 @@ type Result struct {
 func ParseOutput(a Algorithm, files []File, stdout, stderr string) []Result {
 	res := make([]Result, len(files))
 	n := a.Size() * 2
-	// The line "--" starts the coreutils section; no line before it can be "--".
+	// The line "--" starts the coreutils section; no line before it can be "--". Without big
+	// files the output may be the coreutils tool's alone (Argv), which never prints that line.
 	big, small := stdout, ""
 	if rest, ok := strings.CutPrefix(stdout, "--\n"); ok {
 		big, small = "", rest
 	} else if b, rest, ok := strings.Cut(stdout, "\n--\n"); ok {
 		big, small = b, rest
+	} else if !slices.ContainsFunc(files, File.big) {
+		big, small = "", stdout
 	}
 	for line := range strings.SplitSeq(big, "\n") {
 		idx, rest, ok := strings.Cut(line, " ")

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sshapi/sshapi/internal/shell"
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -256,5 +257,40 @@ func TestToolsRememberSelfTest(t *testing.T) {
 		if res := none.ParseOutput(SHA256, files, stdout, stderr)[0]; res.Sum != want {
 			t.Fatalf("nil Tools: %+v", res)
 		}
+	}
+}
+
+// TestArgvSmallFilesNoShell: with only small files Argv is the coreutils tool itself, and its
+// output alone (no "--" line) parses to every file's digest, hostile names included; a missing
+// file gets an error naming it. With a big file it is a `sh -c` script.
+func TestArgvSmallFilesNoShell(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	dir := srv.MkTemp(t)
+	var files []File
+	want := map[string]string{}
+	for i, n := range []string{"plain", "-dash", "sp ace", "quo'te", "nl\nx", `back\slash`, "--"} {
+		p := filepath.Join(dir, n)
+		b := bytes.Repeat([]byte{byte(i)}, 10+i)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := sha256.Sum256(b)
+		want[p] = hex.EncodeToString(s[:])
+		files = append(files, File{p, int64(len(b))})
+	}
+	files = append(files, File{filepath.Join(dir, "missing"), 1})
+	argv := (*Tools)(nil).Argv(SHA256, files)
+	if argv[0] != "sha256sum" || argv[1] != "--" || len(argv) != len(files)+2 {
+		t.Fatalf("argv %q, want sha256sum -- and the files", argv)
+	}
+	stdout, stderr := run(t, srv, shell.Command(argv...), "")
+	for i, r := range new(Tools).ParseOutput(SHA256, files, stdout, stderr) {
+		p := files[i].Path
+		if w, ok := want[p]; ok && r.Sum != w || !ok && (r.Sum != "" || !strings.Contains(r.Err, "missing")) {
+			t.Errorf("%q: %+v, want %q", p, r, w)
+		}
+	}
+	if argv := new(Tools).Argv(SHA256, append(files, File{"big", BigFile})); argv[0] != "sh" || argv[1] != "-c" {
+		t.Errorf("with a big file: argv %q, want sh -c SCRIPT", argv)
 	}
 }

@@ -248,7 +248,8 @@ func (f *FS) Compress(ctx context.Context, sources []string, archive, format str
 }
 
 // Checksum returns the hex digest of file p computed on the server (see the digest package): a
-// file smaller than digest.BigFile with one coreutils process (sha256sum, …), a bigger one with
+// file smaller than digest.BigFile with one command that is one process, the coreutils tool
+// (`env LC_ALL=C sha256sum -- FILE`, no shell of its own), a bigger one with
 // openssl when it passed its self-test there (Options.Tools remembers that) and coreutils
 // otherwise; algorithm is "sha256", "sha512", "sha1" or "md5".
 func (f *FS) Checksum(ctx context.Context, p, algorithm string) (string, error) {
@@ -269,7 +270,7 @@ func (f *FS) Checksum(ctx context.Context, p, algorithm string) (string, error) 
 		return "", err
 	}
 	file := []digest.File{{Path: abs, Size: e.Size}}
-	out, err := f.command(ctx, op, abs, "sh", "-c", f.opts.Tools.Script(alg, file))
+	out, err := f.command(ctx, op, abs, f.opts.Tools.Argv(alg, file)...)
 	if err != nil {
 		return "", err
 	}

@@ -831,7 +831,7 @@ func dialDirect(ctx context.Context, t Target, np *netpolicy.Policy) (*ssh.Clien
 func handshake(ctx context.Context, nc net.Conn, t Target, abort func()) (*ssh.Client, error) {
 	stop := context.AfterFunc(ctx, abort)
 	cfg := *t.Config
-	w := &wire{Conn: nc}
+	w := newWire(nc)
 	sc, chans, reqs, err := ssh.NewClientConn(w, t.Addr, &cfg)
 	if !stop() {
 		err = errors.Join(err, ctx.Err())

@@ -1,9 +1,15 @@
 package sshpool
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -128,5 +134,100 @@ func TestOpenOnFrozenConnectionBounded(t *testing.T) {
 				t.Fatalf("connections after the retry: %+v, want the fresh one only", st)
 			}
 		})
+	}
+}
+
+// TestWireCoalescesConcurrentPackets: eight sessions on one connection send 2 MiB each at once
+// to sha256sum on a stock sshd. Every byte arrives (the digests match), and the connection's
+// wire wrote the packets in fewer write(2) calls than there were packets: packets queued while
+// a write was under way left together. Without the coalescing every packet is its own write.
+func TestWireCoalescesConcurrentPackets(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	p, _ := newPool(t, Config{MaxConnsPerHost: 1, MaxConnsPerOwnerHost: 1})
+	tg := target(t, srv, "coalesce", srv.Signer)
+	const n, size = 8, 2 << 20
+	var w *wire
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		sess, err := p.NewSession(t.Context(), tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		if w == nil {
+			w = wireOf(sess.c.client)
+		} else if wireOf(sess.c.client) != w {
+			t.Fatal("the sessions are on more than one connection")
+		}
+		data := make([]byte, size)
+		_, _ = rand.Read(data)
+		sum := sha256.Sum256(data)
+		in, err := sess.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		sess.Stdout = &out
+		if err := sess.Start("sha256sum"); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			_, err := in.Write(data)
+			if cerr := in.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				err = sess.Wait()
+			}
+			if got, want := strings.Fields(out.String()), hex.EncodeToString(sum[:]); err == nil && (len(got) == 0 || got[0] != want) {
+				err = fmt.Errorf("session %d: sha256sum says %q, want %s", i, out.String(), want)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.settle()
+	packets, flushes := w.stats()
+	t.Logf("%d packets in %d writes", packets, flushes)
+	if packets < n*size/(32<<10) {
+		t.Fatalf("%d packets for %d bytes: the wire does not see the connection's packets", packets, n*size)
+	}
+	if flushes*5 > packets*4 {
+		t.Errorf("%d packets took %d write(2) calls: fewer than 1.25 packets per write, the wire does not coalesce", packets, flushes)
+	}
+}
+
+// TestWireIdlePacketNotHeld: a lone request-reply on an idle connection is answered (its packet
+// is written at once, not held for company), and an idle wire keeps no buffer.
+func TestWireIdlePacketNotHeld(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	p, _ := newPool(t, Config{})
+	tg := target(t, srv, "idle", srv.Signer)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		out, err := run(ctx, p, tg, "echo ok")
+		cancel()
+		if err != nil || out != "ok\n" {
+			t.Fatalf("echo: %q %v", out, err)
+		}
+	}
+	sess, err := p.NewSession(t.Context(), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := wireOf(sess.c.client)
+	_ = sess.Close()
+	w.settle()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pending != nil || w.flushing {
+		t.Errorf("idle wire: pending %d bytes (cap %d), flushing %v", len(w.pending), cap(w.pending), w.flushing)
 	}
 }
