@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/pgtest"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
@@ -115,7 +116,7 @@ type transferRec struct {
 type run struct {
 	o        Options
 	srv      *sshtest.Server
-	pg       *pgCluster
+	pg       *pgtest.Cluster
 	lb       *haproxy
 	stall    *stallProxy // in front of the sshd when FaultStall is scheduled
 	ins      []*instance
@@ -216,7 +217,7 @@ func (r *run) close() {
 		r.keepLogs()
 	}
 	if r.pg != nil {
-		r.pg.Close()
+		r.pg.Stop()
 	}
 	if r.stall != nil {
 		r.stall.Close()
@@ -245,6 +246,11 @@ func (r *run) keepLogs() {
 	}
 	if r.srv != nil {
 		_ = os.WriteFile(filepath.Join(r.o.LogDir, "soak-sshd.log"), []byte(r.srv.Log()), 0o644)
+	}
+	if r.pg != nil {
+		if b, err := os.ReadFile(r.pg.LogPath()); err == nil {
+			_ = os.WriteFile(filepath.Join(r.o.LogDir, "soak-postgres.log"), b, 0o644)
+		}
 	}
 }
 
@@ -285,10 +291,15 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	r.logf("sshd on %s, run dir %s", r.srv.Addr, r.dir)
-	if r.pg, err = startPG(ctx); err != nil {
+	// Durable: an acknowledged commit is on disk, as in production (the tests' default is off).
+	if r.pg, err = pgtest.StartWith(ctx, pgtest.Options{Durable: true}); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	r.logf("postgres on 127.0.0.1:%d", r.pg.port)
+	dsn, err := r.pg.CreateDatabase(ctx, "soak")
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	r.logf("postgres on 127.0.0.1:%d", r.pg.Port)
 	line, err := secret.NewKeyLine()
 	if err != nil {
 		return err
@@ -306,7 +317,7 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	env := []string{
-		"SSHAPI_DATABASE=" + r.pg.url("soak"),
+		"SSHAPI_DATABASE=" + dsn,
 		"SSHAPI_KEYS_MASTER_KEY_FILE=" + keyFile,
 		"SSHAPI_KEYS_TOKEN_SECRET_FILE=" + secretFile,
 		"SSHAPI_LOG_LEVEL=warn",
@@ -330,7 +341,7 @@ func (r *run) setup(ctx context.Context) error {
 		r.ins = append(r.ins, in)
 		r.logf("instance %s on %s (pid %d)", name, addr, in.pid())
 	}
-	if r.lb, err = startHAProxy(ctx, r.scratch, r.ins); err != nil {
+	if r.lb, err = startHAProxy(ctx, r.scratch, r.ins, true); err != nil {
 		return err
 	}
 	r.base = "http://" + r.lb.addr
@@ -778,9 +789,9 @@ func (r *run) inject(ctx context.Context, f string, i int) error {
 		r.stall.resume()
 		return nil
 	case FaultPG:
-		r.pg.stop()
+		r.pg.Halt()
 		time.Sleep(time.Second)
-		return r.pg.start(ctx)
+		return r.pg.Resume(ctx)
 	}
 	return fmt.Errorf("unknown fault %s", f)
 }
