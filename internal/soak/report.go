@@ -41,9 +41,13 @@ type Phase struct {
 	Requests int            `json:"requests"`
 	Outcomes map[string]int `json:"outcomes"`
 	ByOp     map[string]int `json:"by_op"`
-	P50ms    float64        `json:"p50_ms"`
-	P99ms    float64        `json:"p99_ms"`
-	Maxms    float64        `json:"max_ms"`
+	// WellFormed503 counts 503 answers with Retry-After (the API's or the balancer's "come back
+	// later"); Other5xx every other 5xx answer.
+	WellFormed503 int     `json:"well_formed_503"`
+	Other5xx      int     `json:"other_5xx"`
+	P50ms         float64 `json:"p50_ms"`
+	P99ms         float64 `json:"p99_ms"`
+	Maxms         float64 `json:"max_ms"`
 }
 
 // Check is what was verified after the load.
@@ -136,6 +140,12 @@ func phase(name string, rs []result) Phase {
 	for _, r := range rs {
 		p.Outcomes[r.kind]++
 		p.ByOp[r.op]++
+		switch {
+		case r.status == 503 && r.retryAf:
+			p.WellFormed503++
+		case r.status >= 500:
+			p.Other5xx++
+		}
 		if r.status != 0 {
 			lat = append(lat, float64(r.latency.Microseconds())/1000)
 		}
@@ -211,13 +221,14 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "| %s | %s | %s | %.1f s | %s |\n", win.Name, win.Start.UTC().Format("15:04:05.0"),
 			win.End.UTC().Format("15:04:05.0"), win.End.Sub(win.Start).Seconds(), win.Error)
 	}
-	b.WriteString("\n### Requests per phase (a request belongs to the window it overlapped)\n\n| phase | requests | p50 ms | p99 ms | max ms | outcomes |\n|---|---:|---:|---:|---:|---|\n")
+	b.WriteString("\n### Requests per phase (a request belongs to the window it overlapped)\n\n| phase | requests | p50 ms | p99 ms | max ms | 503 + Retry-After | other 5xx | outcomes |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, p := range append(append([]Phase{}, rep.Phases...), rep.Overall) {
 		var oc []string
 		for _, k := range sortedKeys(p.Outcomes) {
 			oc = append(oc, fmt.Sprintf("%s %d", k, p.Outcomes[k]))
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %s |\n", p.Name, p.Requests, p.P50ms, p.P99ms, p.Maxms, strings.Join(oc, ", "))
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %d | %d | %s |\n", p.Name, p.Requests, p.P50ms, p.P99ms, p.Maxms,
+			p.WellFormed503, p.Other5xx, strings.Join(oc, ", "))
 	}
 	c := rep.Check
 	b.WriteString("\n### Checks\n\n| check | count | bad |\n|---|---:|---:|\n")

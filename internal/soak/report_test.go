@@ -31,6 +31,9 @@ func TestSummarize(t *testing.T) {
 	if len(rep.Unexpected5xx) != 0 || len(rep.Failures()) != 0 {
 		t.Fatalf("unexpected %v, failures %v", rep.Unexpected5xx, rep.Failures())
 	}
+	if o := rep.Overall; o.WellFormed503 != 1 || o.Other5xx != 2 {
+		t.Fatalf("503 + Retry-After %d (want 1), other 5xx %d (want 2)", o.WellFormed503, o.Other5xx)
+	}
 	if len(rep.Errors5xx) != 3 || rep.Overall.Requests != 5 || len(rep.Timeline) != 5 {
 		t.Fatalf("5xx %+v, overall %+v", rep.Errors5xx, rep.Overall)
 	}
