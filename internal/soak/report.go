@@ -30,6 +30,7 @@ type Report struct {
 	// Errors5xx are every 5xx answer, by phase, operation, status and body.
 	Errors5xx []Error5xx `json:"errors_5xx"`
 	Samples   []Sample   `json:"samples"`
+	DBSamples []DBSample `json:"db_samples"`
 	// LoadStart is when the load began; Timeline has every request relative to it.
 	LoadStart time.Time `json:"load_start"`
 	Timeline  []Point   `json:"timeline"`
@@ -63,6 +64,10 @@ type Check struct {
 	AuditMissing          []string `json:"audit_missing"`
 	AuditError            string   `json:"audit_error,omitempty"`
 	Leftovers             []string `json:"leftover_part_files"`
+	// DiskFull describes each write into the full filesystem (FaultDiskFull) and how it ended;
+	// DiskFullBad those that were not a clear refusal, left a file, or did not finish.
+	DiskFull    []string `json:"disk_full"`
+	DiskFullBad []string `json:"disk_full_bad"`
 	// LeftoversAfterKill are the temporary files of uploads that were being written straight to
 	// an instance when it was killed with SIGKILL (never acknowledged). A known issue: nothing
 	// removes them (no reaper for upload temporary files); they fail the run only with FailOnKnown.
@@ -105,7 +110,7 @@ func (rep *Report) summarize(results []result, ws []Window) {
 			rep.TransportErrors = append(rep.TransportErrors, fmt.Sprintf("%s: %s at %s after %s: %s", name, res.op,
 				res.start.UTC().Format("15:04:05.000"), res.latency.Round(time.Millisecond), res.detail))
 		}
-		if res.status >= 500 {
+		if res.status >= 500 && res.kind != "ok" {
 			e := Error5xx{Phase: name, Op: res.op, Status: res.status, RetryAfter: res.retryAf, Detail: res.detail}
 			found := false
 			for i := range rep.Errors5xx {
@@ -119,7 +124,7 @@ func (rep *Report) summarize(results []result, ws []Window) {
 				rep.Errors5xx = append(rep.Errors5xx, e)
 			}
 		}
-		if name == baselinePhase && res.status >= 500 && !(res.status == 503 && res.retryAf) {
+		if name == baselinePhase && res.status >= 500 && res.kind != "ok" && !(res.status == 503 && res.retryAf) {
 			rep.Unexpected5xx = append(rep.Unexpected5xx, fmt.Sprintf("%s %s at %s after %s: %s", res.op, res.kind,
 				res.start.UTC().Format("15:04:05.000"), res.latency.Round(time.Millisecond), res.detail))
 		}
@@ -143,7 +148,7 @@ func phase(name string, rs []result) Phase {
 		switch {
 		case r.status == 503 && r.retryAf:
 			p.WellFormed503++
-		case r.status >= 500:
+		case r.status >= 500 && r.kind != "ok": // not an expected answer (507 for a full disk)
 			p.Other5xx++
 		}
 		if r.status != 0 {
@@ -188,6 +193,7 @@ func (rep *Report) Failures() []string {
 	if rep.Options.FailOnKnown {
 		add(len(c.LeftoversAfterKill), "leftover .part files of uploads in flight at a SIGKILL (known issue)")
 	}
+	add(len(c.DiskFullBad), "writes into a full filesystem not refused cleanly")
 	add(len(rep.Unexpected5xx), "unexpected 5xx outside fault windows")
 	if c.AuditError != "" {
 		out = append(out, "audit not read: "+c.AuditError)
@@ -213,13 +219,20 @@ func (rep *Report) WriteJSON(path string) error {
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	o := rep.Options
-	fmt.Fprintf(&b, "## Soak: %d instances behind HAProxy on one PostgreSQL, %.0f req/s for %s, a fault every %s\n\n",
-		o.Instances, o.Rate, o.Duration, o.FaultEvery)
+	db := "one PostgreSQL"
+	for _, f := range o.Faults {
+		if f == FaultFailover {
+			db = "a PostgreSQL primary with a streaming replica"
+		}
+	}
+	fmt.Fprintf(&b, "## Soak: %d instances behind HAProxy on %s, %.0f req/s for %s, a fault every %s\n\n",
+		o.Instances, db, o.Rate, o.Duration, o.FaultEvery)
+	fmt.Fprintf(&b, "Faults in turn: %s.\n\n", strings.Join(o.Faults, ", "))
 	fmt.Fprintf(&b, "Started %s, took %s.\n\n", rep.Started.UTC().Format(time.RFC3339), rep.Elapsed)
-	b.WriteString("### Fault windows\n\n| window | start (UTC) | end | length | error |\n|---|---|---|---:|---|\n")
+	b.WriteString("### Fault windows\n\n| window | start (UTC) | end | length | error | note |\n|---|---|---|---:|---|---|\n")
 	for _, win := range rep.Windows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %.1f s | %s |\n", win.Name, win.Start.UTC().Format("15:04:05.0"),
-			win.End.UTC().Format("15:04:05.0"), win.End.Sub(win.Start).Seconds(), win.Error)
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f s | %s | %s |\n", win.Name, win.Start.UTC().Format("15:04:05.0"),
+			win.End.UTC().Format("15:04:05.0"), win.End.Sub(win.Start).Seconds(), win.Error, strings.ReplaceAll(win.Note, "|", "\\|"))
 	}
 	b.WriteString("\n### Requests per phase (a request belongs to the window it overlapped)\n\n| phase | requests | p50 ms | p99 ms | max ms | 503 + Retry-After | other 5xx | outcomes |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, p := range append(append([]Phase{}, rep.Phases...), rep.Overall) {
@@ -239,7 +252,16 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "| audit entries for acknowledged uploads, transfers, links and link downloads | %d | %d missing |\n", c.AuditExpected, len(c.AuditMissing))
 	fmt.Fprintf(&b, "| leftover `.*.sshapi-*.part` files | | %d |\n", len(c.Leftovers))
 	fmt.Fprintf(&b, "| known issue: `.part` files of unacknowledged uploads in flight at a SIGKILL | | %d |\n", len(c.LeftoversAfterKill))
+	if len(c.DiskFull) > 0 {
+		fmt.Fprintf(&b, "| writes into a full filesystem refused cleanly (507/4xx, nothing left) or finished verified | %d | %d |\n", len(c.DiskFull), len(c.DiskFullBad))
+	}
 	fmt.Fprintf(&b, "| 5xx outside fault windows (not 503 + Retry-After) | | %d |\n", len(rep.Unexpected5xx))
+	if len(c.DiskFull) > 0 {
+		b.WriteString("\n### Writes into the full filesystem\n\n")
+		for _, l := range c.DiskFull {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
 	if len(rep.Errors5xx) > 0 {
 		b.WriteString("\n### 5xx answers\n\n| phase | op | status | Retry-After | count | body |\n|---|---|---:|---|---:|---|\n")
 		for _, e := range rep.Errors5xx {
@@ -252,7 +274,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, "- %s\n", e)
 		}
 	}
-	b.WriteString("\n### Instances (from /proc)\n\n| instance | samples | pids | RSS first → last (max) MiB | threads first → last (max) |\n|---|---:|---|---|---|\n")
+	b.WriteString("\n### Instances (from /proc and /metrics, every 2 s)\n\n| instance | samples | pids | RSS first → last (max) MiB | threads first → last (max) | goroutines first → last (max) | open files first → last (max) |\n|---|---:|---|---|---|---|---|\n")
 	by := map[string][]Sample{}
 	for _, s := range rep.Samples {
 		by[s.Instance] = append(by[s.Instance], s)
@@ -261,22 +283,31 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		ss := by[name]
 		pids := map[int]bool{}
 		var maxRSS int64
-		maxTh := 0
+		maxTh, maxG, maxF := 0, 0, 0
 		for _, s := range ss {
 			pids[s.PID] = true
 			maxRSS = max(maxRSS, s.RSSBytes)
-			maxTh = max(maxTh, s.Threads)
+			maxTh, maxG, maxF = max(maxTh, s.Threads), max(maxG, s.Goroutines), max(maxF, s.OpenFiles)
 		}
 		first, last := ss[0], ss[len(ss)-1]
-		fmt.Fprintf(&b, "| %s | %d | %d | %.0f → %.0f (%.0f) | %d → %d (%d) |\n", name, len(ss), len(pids),
-			mib(first.RSSBytes), mib(last.RSSBytes), mib(maxRSS), first.Threads, last.Threads, maxTh)
+		fmt.Fprintf(&b, "| %s | %d | %d | %.0f → %.0f (%.0f) | %d → %d (%d) | %d → %d (%d) | %d → %d (%d) |\n", name, len(ss), len(pids),
+			mib(first.RSSBytes), mib(last.RSSBytes), mib(maxRSS), first.Threads, last.Threads, maxTh,
+			first.Goroutines, last.Goroutines, maxG, first.OpenFiles, last.OpenFiles, maxF)
+	}
+	if n := len(rep.DBSamples); n > 0 {
+		maxC := 0
+		for _, s := range rep.DBSamples {
+			maxC = max(maxC, s.Connections)
+		}
+		fmt.Fprintf(&b, "\nConnections to the soak database on the primary: %d first, %d last, %d at most (%d samples).\n",
+			rep.DBSamples[0].Connections, rep.DBSamples[n-1].Connections, maxC, n)
 	}
 	if f := rep.Failures(); len(f) > 0 {
 		b.WriteString("\n### Problems\n\n")
 		for _, s := range f {
 			fmt.Fprintf(&b, "- %s\n", s)
 		}
-		for _, list := range [][]string{c.UploadsLost, c.UploadsCorrupt, c.DownloadsCorrupt, c.TransfersMismatched, rep.TransferProblems, c.AuditMissing, c.Leftovers, rep.Unexpected5xx} {
+		for _, list := range [][]string{c.UploadsLost, c.UploadsCorrupt, c.DownloadsCorrupt, c.TransfersMismatched, rep.TransferProblems, c.AuditMissing, c.Leftovers, c.DiskFullBad, rep.Unexpected5xx} {
 			for i, s := range list {
 				if i == 10 {
 					fmt.Fprintf(&b, "  - … %d more\n", len(list)-10)

@@ -60,8 +60,10 @@ func TestSummarize(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bad.Samples = []Sample{{T: 0, Instance: "i0", PID: 1, RSSBytes: 30 << 20}, {T: 2, Instance: "i0", PID: 1, RSSBytes: 31 << 20}}
+	bad.Samples[1].Goroutines, bad.Samples[1].OpenFiles = 40, 12
+	bad.DBSamples = []DBSample{{T: 0, Connections: 4}, {T: 2, Connections: -1}, {T: 4, Connections: 5}}
 	names, err := bad.WritePlots(dir)
-	if err != nil || len(names) != 2 {
+	if err != nil || len(names) != 5 {
 		t.Fatalf("plots %v %v", names, err)
 	}
 	for _, n := range names {
