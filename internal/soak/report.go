@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -111,7 +112,7 @@ func (rep *Report) summarize(results []result, ws []Window) {
 				res.start.UTC().Format("15:04:05.000"), res.latency.Round(time.Millisecond), res.detail))
 		}
 		if res.status >= 500 && res.kind != "ok" {
-			e := Error5xx{Phase: name, Op: res.op, Status: res.status, RetryAfter: res.retryAf, Detail: res.detail}
+			e := Error5xx{Phase: name, Op: res.op, Status: res.status, RetryAfter: res.retryAf, Detail: generic(res.detail)}
 			found := false
 			for i := range rep.Errors5xx {
 				if k := rep.Errors5xx[i]; k.Phase == e.Phase && k.Op == e.Op && k.Status == e.Status && k.RetryAfter == e.RetryAfter && k.Detail == e.Detail {
@@ -333,6 +334,20 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+var (
+	requestID    = regexp.MustCompile(`request id [^)"]*`)
+	instanceURL  = regexp.MustCompile(`,?"instance":"[^"]*"`)
+	soakFileName = regexp.MustCompile(`soak-[a-z-]+-[0-9]+`)
+)
+
+// generic drops what differs between otherwise alike 5xx bodies (request ids, the soak's file
+// names, the problem's instance), so that the report counts them together.
+func generic(detail string) string {
+	detail = requestID.ReplaceAllString(detail, "request id …")
+	detail = instanceURL.ReplaceAllString(detail, "")
+	return soakFileName.ReplaceAllString(detail, "soak-…")
 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }

@@ -76,6 +76,19 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
+// TestGeneric checks that 5xx bodies differing only in request ids, the soak's file names and
+// the problem's instance are counted together.
+func TestGeneric(t *testing.T) {
+	a := `{"title":"Audit entry not recorded","status":503,"detail":"failed (request id soak-up-12)","instance":"/v1/systems/a/content/x/up/soak-up-12"}`
+	b := `{"title":"Audit entry not recorded","status":503,"detail":"failed (request id zq3nv5ovlq)","instance":"/v1/systems/a/commands"}`
+	if generic(a) != generic(b) {
+		t.Fatalf("%s\n%s", generic(a), generic(b))
+	}
+	if g := generic(a); strings.Contains(g, "instance") || strings.Contains(g, "soak-up-12") {
+		t.Fatal(g)
+	}
+}
+
 func TestPartName(t *testing.T) {
 	for name, want := range map[string]bool{".x.sshapi-abc.part": true, ".soak-up-1.sshapi-0192.part": true, "x.part": false, "x.sshapi-1.part": false} {
 		if partName.MatchString(name) != want {

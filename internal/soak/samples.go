@@ -72,7 +72,7 @@ func openFiles(pid int) int {
 
 // goroutines reads go_goroutines from an instance's /metrics; -1 if it cannot.
 func goroutines(ctx context.Context, addr string) int {
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second) // the last reading is at the end
 	defer cancel()
 	req, err := http.NewRequestWithContext(cctx, "GET", "http://"+addr+"/metrics", nil)
 	if err != nil {
@@ -100,7 +100,7 @@ func goroutines(ctx context.Context, addr string) int {
 // dbConnections counts the connections to the soak's database on the primary (pg_stat_activity);
 // -1 if it cannot.
 func dbConnections(ctx context.Context, pg interface{ URL(string) string }) int {
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second) // the last reading is at the end
 	defer cancel()
 	conn, err := pgx.Connect(cctx, pg.URL("postgres"))
 	if err != nil {
