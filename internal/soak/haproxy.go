@@ -28,10 +28,13 @@ const noBackendProblem = `{"type":"about:blank","title":"Service Unavailable","s
 	`"detail":"no sshapi instance is ready (load balancer); retry after the interval in Retry-After"}`
 
 // haproxyConfig is the balancer's configuration: round robin over the backends, a /readyz
-// check every 500 ms (down after two failures, up after one success, its sessions cut when it
-// goes down), three retries with redispatch to another instance when a connection is refused,
-// and — what a client needs to wait instead of failing — HAProxy's own 503 answered like the
-// API's: problem+json with Retry-After.
+// check every 500 ms (down after two failures, up after one success), three retries with
+// redispatch to another instance when a connection is refused, and — what a client needs to
+// wait instead of failing — HAProxy's own 503 answered like the API's: problem+json with
+// Retry-After. Requests in flight on an instance marked down are left to finish: its /readyz
+// fails while the database is away, and cutting them (on-marked-down shutdown-sessions) turned
+// requests that were being answered into 502s and dropped connections; a killed instance's
+// connections end by themselves and a stopping one drains its own.
 func haproxyConfig(listen string, backends []*instance) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `global
@@ -52,7 +55,7 @@ backend sshapi
     balance roundrobin
     option httpchk GET /readyz
     http-check expect status 200
-    default-server check inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions
+    default-server check inter 500ms fall 2 rise 1
 `, noBackendProblem, listen)
 	for _, in := range backends {
 		fmt.Fprintf(&b, "    server %s %s\n", in.name, in.addr)

@@ -729,8 +729,9 @@ func (r *run) inflightUpload(ctx context.Context, in *instance) {
 	r.logf("in-flight upload to %s during the fault: %s (%s)", in.name, res.kind, res.detail)
 }
 
-// link makes a read link to an acknowledged upload and downloads through it without a token,
-// comparing the bytes with the upload.
+// link makes a read link to an acknowledged upload, downloads through it without a token,
+// comparing the bytes with the upload, and revokes it, as a client that is done with it does
+// (links count against the per-system quota, 1000 by default, until they expire).
 func (r *run) link(ctx context.Context) result {
 	r.mu.Lock()
 	if len(r.uploads) == 0 {
@@ -746,6 +747,7 @@ func (r *run) link(ctx context.Context) result {
 	req.Header.Set("X-Request-Id", id)
 	st, h, body, err := r.send(req)
 	var l struct {
+		ID  string `json:"id"`
 		URL string `json:"url"`
 	}
 	if err == nil && st == 201 {
@@ -773,13 +775,17 @@ func (r *run) link(ctx context.Context) result {
 		return out
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.linkAudit = append(r.linkAudit, res.Header.Get("X-Request-Id"))
 	if sum := sha256.Sum256(got); hex.EncodeToString(sum[:]) != u.SHA256 {
 		out.kind = "check: link download differs from the acknowledged upload"
 		r.corruptDL = append(r.corruptDL, "link "+u.Path)
 	}
-	return out
+	r.mu.Unlock()
+	if out.kind != "ok" {
+		return out
+	}
+	st, h, body, err = r.callBody(ctx, "DELETE", "/v1/systems/a/links/"+l.ID, nil, nil)
+	return outcome(st, h, body, err, http.StatusNoContent)
 }
 
 func mustJSON(v any) []byte {
