@@ -87,6 +87,12 @@ type Options struct {
 	FaultEvery time.Duration
 	// Faults is the order of faults; DefaultFaults when nil. An empty non-nil slice injects none.
 	Faults []string
+	// Cycles, when positive, stops the faults after that many passes over Faults; otherwise
+	// they cycle while the load lasts.
+	Cycles int
+	// DrainFor is how long the acknowledged transfers may take to finish after the load
+	// (default 3 minutes); one that has not is reported as not finished.
+	DrainFor time.Duration
 	// StallFor is how long FaultStall black-holes, and FaultTrickle slows, the path to system b
 	// (default 15 s).
 	StallFor time.Duration
@@ -195,6 +201,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.StallFor <= 0 {
 		o.StallFor = 15 * time.Second
+	}
+	if o.DrainFor <= 0 {
+		o.DrainFor = 3 * time.Minute
 	}
 	if o.TrickleRate <= 0 {
 		o.TrickleRate = 64 << 10
@@ -807,7 +816,7 @@ func (r *run) faults(ctx context.Context) {
 			return
 		case <-time.After(r.o.FaultEvery):
 		}
-		if time.Until(end) < r.o.FaultEvery+10*time.Second {
+		if time.Until(end) < r.o.FaultEvery+10*time.Second || r.o.Cycles > 0 && i >= r.o.Cycles*len(r.o.Faults) {
 			return
 		}
 		f := r.o.Faults[i%len(r.o.Faults)]
@@ -903,7 +912,7 @@ func fileSHA256(p string) (string, error) {
 func (r *run) verify(ctx context.Context) *Report {
 	rep := &Report{Windows: r.windows, Samples: r.samples, DBSamples: r.dbSamples, LoadStart: r.loadStart}
 	// Transfers: wait until each is terminal (leases of killed instances expire meanwhile).
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(r.o.DrainFor)
 	status := map[string]string{}
 	for _, t := range r.transfers {
 		for {

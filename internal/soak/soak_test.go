@@ -22,7 +22,7 @@ func buildBinary(t *testing.T) string {
 }
 
 // TestSoakShort runs two instances behind HAProxy on a PostgreSQL primary with a streaming
-// replica under mixed load for about 95 s while the sshd is restarted, an instance is killed
+// replica under mixed load for 95 s while the sshd is restarted, an instance is killed
 // with SIGKILL, PostgreSQL fails over to the replica, the other instance is stopped with SIGTERM
 // and a filesystem the uploads and a transfer write into is full, and fails on anything lost.
 // The network faults (black hole, trickle) and the plain PostgreSQL restart run in the long
@@ -33,8 +33,11 @@ func TestSoakShort(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	var log strings.Builder
+	// Each fault once (Cycles), and a minute for the transfers to finish: a small transfer that
+	// has not finished by then will not (the run fails either way, but within ~3 minutes).
 	o := Options{Binary: bin, Duration: 95 * time.Second, Rate: 8, Instances: 2, FaultEvery: 8 * time.Second,
-		Faults: []string{FaultSSHD, FaultKill, FaultFailover, FaultTerm, FaultDiskFull}, Progress: testWriter{t}}
+		Faults: []string{FaultSSHD, FaultKill, FaultFailover, FaultTerm, FaultDiskFull}, Cycles: 1,
+		DrainFor: time.Minute, Progress: testWriter{t}}
 	if d := os.Getenv("SOAK_TEST_DURATION"); d != "" {
 		o.Duration, _ = time.ParseDuration(d)
 	}
