@@ -103,11 +103,17 @@ bench-locust-deps: bench-deps
 paper: build bench-deps
 	./bin/sshapi bench paper --out docs $(PAPER_FLAGS)
 
-## soak: `sshapi bench soak` for 10 minutes: two sshapi processes behind HAProxy on one throwaway
-## PostgreSQL, mixed load at 10 req/s while the sshd, an instance (SIGKILL, SIGTERM) and the
-## database are restarted in turn; fails if anything acknowledged was lost. Writes build/soak/
-## (soak.json, soak.md, PNG plots). Root; SOAK_FLAGS adds or overrides flags.
+## soak: `sshapi bench soak`: two sshapi processes behind HAProxy on a throwaway PostgreSQL
+## primary with a streaming replica, mixed load while every fault is injected in turn (sshd
+## restart, SIGKILL, failover to the replica, network black hole, SIGTERM, full filesystem,
+## PostgreSQL restart, trickling network); fails if anything acknowledged was lost. Writes
+## build/soak/ (soak.json, soak.md, PNG plots, logs). Root. SOAK_DURATION (10m), SOAK_RATE (10
+## req/s), SOAK_EVERY (30s quiet before each fault); SOAK_FLAGS adds or overrides flags. The run
+## in README "Operations": SOAK_DURATION=35m SOAK_RATE=32 SOAK_EVERY=60s.
+SOAK_DURATION ?= 10m
+SOAK_RATE     ?= 10
+SOAK_EVERY    ?= 30s
 soak: build deps
 	mkdir -p build/soak
-	./bin/sshapi bench soak --duration 10m --rate 10 --instances 2 --fault-every 30s \
-	    --json build/soak/soak.json --markdown build/soak/soak.md --plots build/soak $(SOAK_FLAGS)
+	./bin/sshapi bench soak --duration $(SOAK_DURATION) --rate $(SOAK_RATE) --instances 2 --fault-every $(SOAK_EVERY) \
+	    --json build/soak/soak.json --markdown build/soak/soak.md --plots build/soak --logs build/soak $(SOAK_FLAGS)

@@ -23,8 +23,8 @@ type Point struct {
 }
 
 // WritePlots writes soak-latency.png (every request's latency over time, failures in red, fault
-// windows shaded) and soak-memory.png (each instance's RSS over time) into dir, in the style of
-// the bench's plots.
+// windows shaded), soak-memory.png, soak-goroutines.png and soak-open-files.png (each
+// instance's over time) and soak-db-connections.png into dir, in the style of the bench's plots.
 func (rep *Report) WritePlots(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("plot dir: %w", err)
@@ -90,28 +90,66 @@ func (rep *Report) WritePlots(dir string) ([]string, error) {
 		return nil, fmt.Errorf("plot: %w", err)
 	}
 	names = append(names, name)
-	// Memory per instance.
-	m := plot.New()
-	m.Title.Text = "soak: instance RSS (from /proc; a new process after each restart)"
-	m.X.Label.Text = "time since the load began (s)"
-	m.Y.Label.Text = "RSS (MiB)"
-	by := map[string]plotter.XYs{}
-	for _, s := range rep.Samples {
-		by[s.Instance] = append(by[s.Instance], plotter.XY{X: s.T, Y: mib(s.RSSBytes)})
+	// Per instance over time: memory, goroutines, open files; and the database's connections.
+	series := func(v func(Sample) (float64, bool)) map[string]plotter.XYs {
+		by := map[string]plotter.XYs{}
+		for _, s := range rep.Samples {
+			if y, ok := v(s); ok {
+				by[s.Instance] = append(by[s.Instance], plotter.XY{X: s.T, Y: y})
+			}
+		}
+		return by
 	}
+	db := map[string]plotter.XYs{}
+	for _, s := range rep.DBSamples {
+		if s.Connections >= 0 {
+			db["connections to the soak database"] = append(db["connections to the soak database"], plotter.XY{X: s.T, Y: float64(s.Connections)})
+		}
+	}
+	for _, lp := range []struct {
+		file, title, y string
+		by             map[string]plotter.XYs
+	}{
+		{"soak-memory.png", "soak: instance RSS (from /proc; a new process after each restart)", "RSS (MiB)",
+			series(func(s Sample) (float64, bool) { return mib(s.RSSBytes), true })},
+		{"soak-goroutines.png", "soak: instance goroutines (go_goroutines from /metrics)", "goroutines",
+			series(func(s Sample) (float64, bool) { return float64(s.Goroutines), s.Goroutines >= 0 })},
+		{"soak-open-files.png", "soak: instance open file descriptors (from /proc)", "open files",
+			series(func(s Sample) (float64, bool) { return float64(s.OpenFiles), s.OpenFiles > 0 })},
+		{"soak-db-connections.png", "soak: connections to the database on the primary (pg_stat_activity)", "connections", db},
+	} {
+		if len(lp.by) == 0 {
+			continue
+		}
+		name := filepath.Join(dir, lp.file)
+		if err := linePlot(lp.title, lp.y, lp.by, name); err != nil {
+			return nil, err
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+// linePlot draws one line per series over the load's time into path.
+func linePlot(title, ylabel string, by map[string]plotter.XYs, path string) error {
+	m := plot.New()
+	m.Title.Text = title
+	m.X.Label.Text = "time since the load began (s)"
+	m.Y.Label.Text = ylabel
+	m.Y.Min = 0
 	for i, n := range sortedKeys(by) {
 		l, pts, err := plotter.NewLinePoints(by[n])
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("plot %s: %w", path, err)
 		}
 		l.Color, pts.Color, pts.Shape = plotutil.Color(i), plotutil.Color(i), plotutil.Shape(i)
+		pts.Radius = vg.Points(1.5)
 		m.Add(l, pts)
 		m.Legend.Add(n, l, pts)
 	}
 	m.Legend.Top, m.Legend.Left = true, true
-	name = filepath.Join(dir, "soak-memory.png")
-	if err := m.Save(22*vg.Centimeter, 9*vg.Centimeter, name); err != nil {
-		return nil, fmt.Errorf("plot: %w", err)
+	if err := m.Save(22*vg.Centimeter, 9*vg.Centimeter, path); err != nil {
+		return fmt.Errorf("plot: %w", err)
 	}
-	return append(names, name), nil
+	return nil
 }

@@ -2,13 +2,11 @@ package soak
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,6 +80,16 @@ func ready(url string) bool {
 	return res.StatusCode == http.StatusOK
 }
 
+// listening reports whether something accepts TCP connections on addr.
+func listening(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
 // signal sends sig and waits (up to wait) for the process to end; SIGKILL after that.
 func (in *instance) signal(sig syscall.Signal, wait time.Duration) {
 	in.mu.Lock()
@@ -138,91 +146,4 @@ func procStat(pid int) (rss int64, threads int) {
 		}
 	}
 	return rss, threads
-}
-
-// haproxy is a real load balancer in front of the instances, health-checking /readyz.
-type haproxy struct {
-	addr, dir string
-	cmd       *exec.Cmd
-	done      chan struct{}
-}
-
-// HAProxyPath is where Debian's haproxy package installs it.
-const HAProxyPath = "/usr/sbin/haproxy"
-
-func startHAProxy(ctx context.Context, dir string, backends []*instance) (*haproxy, error) {
-	if _, err := os.Stat(HAProxyPath); err != nil {
-		return nil, fmt.Errorf("%s not found (apt-get install haproxy; scripts/install-deps): %w", HAProxyPath, err)
-	}
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, `global
-    maxconn 2000
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 120s
-    timeout server 120s
-    timeout queue 10s
-    retries 3
-    option redispatch
-frontend soak
-    bind %s
-    default_backend sshapi
-backend sshapi
-    balance roundrobin
-    option httpchk GET /readyz
-    http-check expect status 200
-    default-server check inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions
-`, addr)
-	for _, in := range backends {
-		fmt.Fprintf(&b, "    server %s %s\n", in.name, in.addr)
-	}
-	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(b.String()), 0o600); err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(dir, "haproxy.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(HAProxyPath, "-db", "-f", cfg)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start haproxy: %w", err)
-	}
-	h := &haproxy{addr: addr, dir: dir, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(h.done) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if ready("http://" + addr + "/readyz") {
-			return h, nil
-		}
-		select {
-		case <-h.done:
-			return nil, fmt.Errorf("haproxy exited: %s", tailFile(logPath, 2000))
-		case <-ctx.Done():
-			h.Close()
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	h.Close()
-	return nil, errors.New("haproxy did not answer /readyz: " + tailFile(logPath, 2000))
-}
-
-func (h *haproxy) Close() {
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-h.done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
-		<-h.done
-	}
 }

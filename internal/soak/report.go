@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -30,6 +31,7 @@ type Report struct {
 	// Errors5xx are every 5xx answer, by phase, operation, status and body.
 	Errors5xx []Error5xx `json:"errors_5xx"`
 	Samples   []Sample   `json:"samples"`
+	DBSamples []DBSample `json:"db_samples"`
 	// LoadStart is when the load began; Timeline has every request relative to it.
 	LoadStart time.Time `json:"load_start"`
 	Timeline  []Point   `json:"timeline"`
@@ -41,9 +43,13 @@ type Phase struct {
 	Requests int            `json:"requests"`
 	Outcomes map[string]int `json:"outcomes"`
 	ByOp     map[string]int `json:"by_op"`
-	P50ms    float64        `json:"p50_ms"`
-	P99ms    float64        `json:"p99_ms"`
-	Maxms    float64        `json:"max_ms"`
+	// WellFormed503 counts 503 answers with Retry-After (the API's or the balancer's "come back
+	// later"); Other5xx every other 5xx answer.
+	WellFormed503 int     `json:"well_formed_503"`
+	Other5xx      int     `json:"other_5xx"`
+	P50ms         float64 `json:"p50_ms"`
+	P99ms         float64 `json:"p99_ms"`
+	Maxms         float64 `json:"max_ms"`
 }
 
 // Check is what was verified after the load.
@@ -59,13 +65,17 @@ type Check struct {
 	AuditMissing          []string `json:"audit_missing"`
 	AuditError            string   `json:"audit_error,omitempty"`
 	// Leftovers are the temporary files still on the servers once the load stopped and the
-	// instances had CleanupWait to sweep what failed requests left (a killed instance's upload,
+	// instances had cleanupWait to sweep what failed requests left (a killed instance's upload,
 	// an upload whose SSH connection died).
 	Leftovers []string `json:"leftover_part_files"`
 	// LeftoversAtStop is how many temporary files there were when the load stopped, and
 	// CleanupSeconds how long they took to go.
 	LeftoversAtStop int     `json:"leftover_part_files_at_stop"`
 	CleanupSeconds  float64 `json:"cleanup_seconds"`
+	// DiskFull describes each write into the full filesystem (FaultDiskFull) and how it ended;
+	// DiskFullBad those that were not a clear refusal, left a file, or did not finish.
+	DiskFull    []string `json:"disk_full"`
+	DiskFullBad []string `json:"disk_full_bad"`
 }
 
 // Error5xx counts 5xx answers alike in phase, operation, status, Retry-After and body.
@@ -104,8 +114,8 @@ func (rep *Report) summarize(results []result, ws []Window) {
 			rep.TransportErrors = append(rep.TransportErrors, fmt.Sprintf("%s: %s at %s after %s: %s", name, res.op,
 				res.start.UTC().Format("15:04:05.000"), res.latency.Round(time.Millisecond), res.detail))
 		}
-		if res.status >= 500 {
-			e := Error5xx{Phase: name, Op: res.op, Status: res.status, RetryAfter: res.retryAf, Detail: res.detail}
+		if res.status >= 500 && res.kind != "ok" {
+			e := Error5xx{Phase: name, Op: res.op, Status: res.status, RetryAfter: res.retryAf, Detail: generic(res.detail)}
 			found := false
 			for i := range rep.Errors5xx {
 				if k := rep.Errors5xx[i]; k.Phase == e.Phase && k.Op == e.Op && k.Status == e.Status && k.RetryAfter == e.RetryAfter && k.Detail == e.Detail {
@@ -118,7 +128,7 @@ func (rep *Report) summarize(results []result, ws []Window) {
 				rep.Errors5xx = append(rep.Errors5xx, e)
 			}
 		}
-		if name == baselinePhase && res.status >= 500 && !(res.status == 503 && res.retryAf) {
+		if name == baselinePhase && res.status >= 500 && res.kind != "ok" && !(res.status == 503 && res.retryAf) {
 			rep.Unexpected5xx = append(rep.Unexpected5xx, fmt.Sprintf("%s %s at %s after %s: %s", res.op, res.kind,
 				res.start.UTC().Format("15:04:05.000"), res.latency.Round(time.Millisecond), res.detail))
 		}
@@ -139,6 +149,12 @@ func phase(name string, rs []result) Phase {
 	for _, r := range rs {
 		p.Outcomes[r.kind]++
 		p.ByOp[r.op]++
+		switch {
+		case r.status == 503 && r.retryAf:
+			p.WellFormed503++
+		case r.status >= 500 && r.kind != "ok": // not an expected answer (507 for a full disk)
+			p.Other5xx++
+		}
 		if r.status != 0 {
 			lat = append(lat, float64(r.latency.Microseconds())/1000)
 		}
@@ -178,6 +194,7 @@ func (rep *Report) Failures() []string {
 	add(len(rep.TransferProblems), "acknowledged transfers that did not succeed")
 	add(len(c.AuditMissing), "audit entries missing")
 	add(len(c.Leftovers), "leftover .part files")
+	add(len(c.DiskFullBad), "writes into a full filesystem not refused cleanly")
 	add(len(rep.Unexpected5xx), "unexpected 5xx outside fault windows")
 	if c.AuditError != "" {
 		out = append(out, "audit not read: "+c.AuditError)
@@ -203,21 +220,29 @@ func (rep *Report) WriteJSON(path string) error {
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	o := rep.Options
-	fmt.Fprintf(&b, "## Soak: %d instances behind HAProxy on one PostgreSQL, %.0f req/s for %s, a fault every %s\n\n",
-		o.Instances, o.Rate, o.Duration, o.FaultEvery)
-	fmt.Fprintf(&b, "Started %s, took %s.\n\n", rep.Started.UTC().Format(time.RFC3339), rep.Elapsed)
-	b.WriteString("### Fault windows\n\n| window | start (UTC) | end | length | error |\n|---|---|---|---:|---|\n")
-	for _, win := range rep.Windows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %.1f s | %s |\n", win.Name, win.Start.UTC().Format("15:04:05.0"),
-			win.End.UTC().Format("15:04:05.0"), win.End.Sub(win.Start).Seconds(), win.Error)
+	db := "one PostgreSQL"
+	for _, f := range o.Faults {
+		if f == FaultFailover {
+			db = "a PostgreSQL primary with a streaming replica"
+		}
 	}
-	b.WriteString("\n### Requests per phase (a request belongs to the window it overlapped)\n\n| phase | requests | p50 ms | p99 ms | max ms | outcomes |\n|---|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "## Soak: %d instances behind HAProxy on %s, %.0f req/s for %s, a fault every %s\n\n",
+		o.Instances, db, o.Rate, o.Duration, o.FaultEvery)
+	fmt.Fprintf(&b, "Faults in turn: %s.\n\n", strings.Join(o.Faults, ", "))
+	fmt.Fprintf(&b, "Started %s, took %s.\n\n", rep.Started.UTC().Format(time.RFC3339), rep.Elapsed)
+	b.WriteString("### Fault windows\n\n| window | start (UTC) | end | length | error | note |\n|---|---|---|---:|---|---|\n")
+	for _, win := range rep.Windows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %.1f s | %s | %s |\n", win.Name, win.Start.UTC().Format("15:04:05.0"),
+			win.End.UTC().Format("15:04:05.0"), win.End.Sub(win.Start).Seconds(), win.Error, strings.ReplaceAll(win.Note, "|", "\\|"))
+	}
+	b.WriteString("\n### Requests per phase (a request belongs to the window it overlapped)\n\n| phase | requests | p50 ms | p99 ms | max ms | 503 + Retry-After | other 5xx | outcomes |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, p := range append(append([]Phase{}, rep.Phases...), rep.Overall) {
 		var oc []string
 		for _, k := range sortedKeys(p.Outcomes) {
 			oc = append(oc, fmt.Sprintf("%s %d", k, p.Outcomes[k]))
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %s |\n", p.Name, p.Requests, p.P50ms, p.P99ms, p.Maxms, strings.Join(oc, ", "))
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %d | %d | %s |\n", p.Name, p.Requests, p.P50ms, p.P99ms, p.Maxms,
+			p.WellFormed503, p.Other5xx, strings.Join(oc, ", "))
 	}
 	c := rep.Check
 	b.WriteString("\n### Checks\n\n| check | count | bad |\n|---|---:|---:|\n")
@@ -228,7 +253,16 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "| audit entries for acknowledged uploads, transfers, links and link downloads | %d | %d missing |\n", c.AuditExpected, len(c.AuditMissing))
 	fmt.Fprintf(&b, "| temporary `.*.sshapi-*.part` files of failed requests when the load stopped, removed by the instances within %.1f s | %d | %d left |\n",
 		c.CleanupSeconds, c.LeftoversAtStop, len(c.Leftovers))
+	if len(c.DiskFull) > 0 {
+		fmt.Fprintf(&b, "| writes into a full filesystem refused cleanly (507/4xx, nothing left) or finished verified | %d | %d |\n", len(c.DiskFull), len(c.DiskFullBad))
+	}
 	fmt.Fprintf(&b, "| 5xx outside fault windows (not 503 + Retry-After) | | %d |\n", len(rep.Unexpected5xx))
+	if len(c.DiskFull) > 0 {
+		b.WriteString("\n### Writes into the full filesystem\n\n")
+		for _, l := range c.DiskFull {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
 	if len(rep.Errors5xx) > 0 {
 		b.WriteString("\n### 5xx answers\n\n| phase | op | status | Retry-After | count | body |\n|---|---|---:|---|---:|---|\n")
 		for _, e := range rep.Errors5xx {
@@ -241,7 +275,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, "- %s\n", e)
 		}
 	}
-	b.WriteString("\n### Instances (from /proc)\n\n| instance | samples | pids | RSS first → last (max) MiB | threads first → last (max) |\n|---|---:|---|---|---|\n")
+	b.WriteString("\n### Instances (from /proc and /metrics, every 2 s)\n\n| instance | samples | pids | RSS first → last (max) MiB | threads first → last (max) | goroutines first → last (max) | open files first → last (max) |\n|---|---:|---|---|---|---|---|\n")
 	by := map[string][]Sample{}
 	for _, s := range rep.Samples {
 		by[s.Instance] = append(by[s.Instance], s)
@@ -250,22 +284,31 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 		ss := by[name]
 		pids := map[int]bool{}
 		var maxRSS int64
-		maxTh := 0
+		maxTh, maxG, maxF := 0, 0, 0
 		for _, s := range ss {
 			pids[s.PID] = true
 			maxRSS = max(maxRSS, s.RSSBytes)
-			maxTh = max(maxTh, s.Threads)
+			maxTh, maxG, maxF = max(maxTh, s.Threads), max(maxG, s.Goroutines), max(maxF, s.OpenFiles)
 		}
 		first, last := ss[0], ss[len(ss)-1]
-		fmt.Fprintf(&b, "| %s | %d | %d | %.0f → %.0f (%.0f) | %d → %d (%d) |\n", name, len(ss), len(pids),
-			mib(first.RSSBytes), mib(last.RSSBytes), mib(maxRSS), first.Threads, last.Threads, maxTh)
+		fmt.Fprintf(&b, "| %s | %d | %d | %.0f → %.0f (%.0f) | %d → %d (%d) | %d → %d (%d) | %d → %d (%d) |\n", name, len(ss), len(pids),
+			mib(first.RSSBytes), mib(last.RSSBytes), mib(maxRSS), first.Threads, last.Threads, maxTh,
+			first.Goroutines, last.Goroutines, maxG, first.OpenFiles, last.OpenFiles, maxF)
+	}
+	if n := len(rep.DBSamples); n > 0 {
+		maxC := 0
+		for _, s := range rep.DBSamples {
+			maxC = max(maxC, s.Connections)
+		}
+		fmt.Fprintf(&b, "\nConnections to the soak database on the primary: %d first, %d last, %d at most (%d samples).\n",
+			rep.DBSamples[0].Connections, rep.DBSamples[n-1].Connections, maxC, n)
 	}
 	if f := rep.Failures(); len(f) > 0 {
 		b.WriteString("\n### Problems\n\n")
 		for _, s := range f {
 			fmt.Fprintf(&b, "- %s\n", s)
 		}
-		for _, list := range [][]string{c.UploadsLost, c.UploadsCorrupt, c.DownloadsCorrupt, c.TransfersMismatched, rep.TransferProblems, c.AuditMissing, c.Leftovers, rep.Unexpected5xx} {
+		for _, list := range [][]string{c.UploadsLost, c.UploadsCorrupt, c.DownloadsCorrupt, c.TransfersMismatched, rep.TransferProblems, c.AuditMissing, c.Leftovers, c.DiskFullBad, rep.Unexpected5xx} {
 			for i, s := range list {
 				if i == 10 {
 					fmt.Fprintf(&b, "  - … %d more\n", len(list)-10)
@@ -279,6 +322,20 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+var (
+	requestID    = regexp.MustCompile(`request id [^)"]*`)
+	instanceURL  = regexp.MustCompile(`,?"instance":"[^"]*"`)
+	soakFileName = regexp.MustCompile(`soak-[a-z-]+-[0-9]+`)
+)
+
+// generic drops what differs between otherwise alike 5xx bodies (request ids, the soak's file
+// names, the problem's instance), so that the report counts them together.
+func generic(detail string) string {
+	detail = requestID.ReplaceAllString(detail, "request id …")
+	detail = instanceURL.ReplaceAllString(detail, "")
+	return soakFileName.ReplaceAllString(detail, "soak-…")
 }
 
 func round1(v float64) float64 { return math.Round(v*10) / 10 }

@@ -31,6 +31,9 @@ func TestSummarize(t *testing.T) {
 	if len(rep.Unexpected5xx) != 0 || len(rep.Failures()) != 0 {
 		t.Fatalf("unexpected %v, failures %v", rep.Unexpected5xx, rep.Failures())
 	}
+	if o := rep.Overall; o.WellFormed503 != 1 || o.Other5xx != 2 {
+		t.Fatalf("503 + Retry-After %d (want 1), other 5xx %d (want 2)", o.WellFormed503, o.Other5xx)
+	}
 	if len(rep.Errors5xx) != 3 || rep.Overall.Requests != 5 || len(rep.Timeline) != 5 {
 		t.Fatalf("5xx %+v, overall %+v", rep.Errors5xx, rep.Overall)
 	}
@@ -53,8 +56,10 @@ func TestSummarize(t *testing.T) {
 	}
 	dir := t.TempDir()
 	bad.Samples = []Sample{{T: 0, Instance: "i0", PID: 1, RSSBytes: 30 << 20}, {T: 2, Instance: "i0", PID: 1, RSSBytes: 31 << 20}}
+	bad.Samples[1].Goroutines, bad.Samples[1].OpenFiles = 40, 12
+	bad.DBSamples = []DBSample{{T: 0, Connections: 4}, {T: 2, Connections: -1}, {T: 4, Connections: 5}}
 	names, err := bad.WritePlots(dir)
-	if err != nil || len(names) != 2 {
+	if err != nil || len(names) != 5 {
 		t.Fatalf("plots %v %v", names, err)
 	}
 	for _, n := range names {
@@ -64,6 +69,19 @@ func TestSummarize(t *testing.T) {
 	}
 	if err := bad.WriteJSON(filepath.Join(dir, "r.json")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGeneric checks that 5xx bodies differing only in request ids, the soak's file names and
+// the problem's instance are counted together.
+func TestGeneric(t *testing.T) {
+	a := `{"title":"Audit entry not recorded","status":503,"detail":"failed (request id soak-up-12)","instance":"/v1/systems/a/content/x/up/soak-up-12"}`
+	b := `{"title":"Audit entry not recorded","status":503,"detail":"failed (request id zq3nv5ovlq)","instance":"/v1/systems/a/commands"}`
+	if generic(a) != generic(b) {
+		t.Fatalf("%s\n%s", generic(a), generic(b))
+	}
+	if g := generic(a); strings.Contains(g, "instance") || strings.Contains(g, "soak-up-12") {
+		t.Fatal(g)
 	}
 }
 

@@ -2,13 +2,16 @@
 // afterwards that nothing acknowledged was lost: `sshapi bench soak` and TestSoakShort.
 //
 // The setting, all on loopback: a throwaway stock OpenSSH sshd (internal/sshtest) registered as
-// two systems, a throwaway PostgreSQL cluster, N `sshapi serve` subprocesses of one binary sharing
-// it, and HAProxy in front of them health-checking /readyz. The load (open loop at a fixed rate)
-// mixes commands, stats, listings, verified uploads, downloads of acknowledged uploads and
-// system-to-system transfers. Faults run one at a time in windows whose start and end are
-// recorded: sshd restarted (every session process killed), an instance killed with SIGKILL and
-// started again, another stopped with SIGTERM and started again, PostgreSQL stopped and started
-// on the same data directory.
+// two systems (b through a wanem proxy when a network fault is scheduled), a throwaway
+// PostgreSQL cluster (internal/pgtest; with a streaming replica when the failover is scheduled),
+// N `sshapi serve` subprocesses of one binary sharing it, and HAProxy in front of them
+// health-checking /readyz. The load (open loop at a fixed rate) mixes commands, stats, listings,
+// verified uploads, downloads of acknowledged uploads and system-to-system transfers. Faults run
+// one at a time in windows whose start and end are recorded: sshd restarted (every session
+// process killed), an instance killed with SIGKILL and started again, another stopped with
+// SIGTERM and started again, PostgreSQL stopped and started on the same data directory,
+// PostgreSQL failed over to its replica, the network to system b black-holed or trickling, and
+// a small filesystem on the sshd filled up while uploads and a transfer write into it.
 package soak
 
 import (
@@ -23,8 +26,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	mrand "math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/user"
@@ -38,8 +41,10 @@ import (
 	"time"
 
 	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/pgtest"
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshtest"
+	"github.com/sshapi/sshapi/internal/wanem"
 )
 
 // Fault names, in the default order.
@@ -48,14 +53,26 @@ const (
 	FaultKill = "instance-sigkill"
 	FaultPG   = "postgres-restart"
 	FaultTerm = "instance-sigterm"
-	// FaultStall black-holes the network between the instances and the sshd for Options.StallFor
-	// (a proxy in front of the sshd holds every byte and new connection), then lets it flow again.
-	FaultStall    = "sshd-blackhole"
+	// FaultStall black-holes the network between the instances and system b's sshd for
+	// Options.StallFor (the wanem proxy in front of it holds every byte and new connection), then
+	// lets it flow again.
+	FaultStall = "sshd-blackhole"
+	// FaultTrickle slows the network to system b's sshd to Options.TrickleRate for
+	// Options.StallFor, then restores it.
+	FaultTrickle = "sshd-trickle"
+	// FaultFailover stops the PostgreSQL primary (fast shutdown), promotes its streaming replica
+	// (pg_ctl promote) and rejoins the old primary as the new one's replica (a fresh base backup).
+	// The instances have both in a multi-host URL with target_session_attrs=read-write.
+	FaultFailover = "postgres-failover"
+	// FaultDiskFull fills a small filesystem mounted on the sshd's side (a tmpfs) and, while it
+	// is full, uploads into it and starts a transfer into it; then frees it again.
+	FaultDiskFull = "disk-full"
 	baselinePhase = "baseline"
 )
 
-// DefaultFaults is the order faults are injected in, cycling when the run is long enough.
-var DefaultFaults = []string{FaultSSHD, FaultKill, FaultPG, FaultTerm}
+// DefaultFaults is every fault, in the order they are injected, cycling when the run is long
+// enough: the database and the instances alternate with the sshd, its network and its disk.
+var DefaultFaults = []string{FaultSSHD, FaultKill, FaultFailover, FaultStall, FaultTerm, FaultDiskFull, FaultPG, FaultTrickle}
 
 // Options sets up a soak run.
 type Options struct {
@@ -70,8 +87,18 @@ type Options struct {
 	FaultEvery time.Duration
 	// Faults is the order of faults; DefaultFaults when nil. An empty non-nil slice injects none.
 	Faults []string
-	// StallFor is how long FaultStall black-holes the path to the sshd (default 15 s).
+	// Cycles, when positive, stops the faults after that many passes over Faults; otherwise
+	// they cycle while the load lasts.
+	Cycles int
+	// DrainFor is how long the acknowledged transfers may take to finish after the load
+	// (default 3 minutes); one that has not is reported as not finished.
+	DrainFor time.Duration
+	// StallFor is how long FaultStall black-holes, and FaultTrickle slows, the path to system b
+	// (default 15 s).
 	StallFor time.Duration
+	// TrickleRate is the path's rate in bytes per second, each way, during FaultTrickle (default
+	// 64 KiB/s).
+	TrickleRate int64
 	// BigFile is the size of the large transfer source (default 3 MiB).
 	BigFile int64
 	// LogDir, when set, receives the instances', HAProxy's and sshd's logs at the end.
@@ -88,6 +115,8 @@ type Window struct {
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
 	Error string    `json:"error,omitempty"`
+	// Note says what the fault did where that is not obvious (which server became the primary).
+	Note string `json:"note,omitempty"`
 }
 
 // result is one request of the load.
@@ -113,9 +142,12 @@ type transferRec struct {
 type run struct {
 	o        Options
 	srv      *sshtest.Server
-	pg       *pgCluster
+	pg       *pgtest.Cluster // the primary
+	standby  *pgtest.Cluster // its streaming replica, when FaultFailover is scheduled
 	lb       *haproxy
-	stall    *stallProxy // in front of the sshd when FaultStall is scheduled
+	wan      *wanem.Proxy // in front of system b's sshd, when a network fault is scheduled
+	small    *smallFS     // the filesystem FaultDiskFull fills
+	full     []fullAttempt
 	ins      []*instance
 	scratch  string
 	dir      string // the run's directory in the remote user's home
@@ -131,12 +163,14 @@ type run struct {
 	transfers []transferRec
 	windows   []Window
 	samples   []Sample
+	dbSamples []DBSample
 	corruptDL []string
 	linkAudit []string // request ids of acknowledged link creations and link downloads
 	smallSrcs []string
 	bigSrc    string
 	uid, gid  int
 	loadStart time.Time
+	note      string // the current fault's Window.Note
 }
 
 func (r *run) logf(format string, a ...any) {
@@ -166,18 +200,24 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.StallFor <= 0 {
 		o.StallFor = 15 * time.Second
 	}
+	if o.DrainFor <= 0 {
+		o.DrainFor = 3 * time.Minute
+	}
+	if o.TrickleRate <= 0 {
+		o.TrickleRate = 64 << 10
+	}
 	if o.BigFile <= 0 {
 		o.BigFile = 3 << 20
 	}
 	for _, f := range o.Faults {
 		switch f {
-		case FaultSSHD, FaultPG, FaultStall:
+		case FaultSSHD, FaultPG, FaultStall, FaultTrickle, FaultFailover, FaultDiskFull:
 		case FaultKill, FaultTerm:
 			if o.Instances < 2 {
 				return nil, fmt.Errorf("fault %s needs at least 2 instances", f)
 			}
 		default:
-			return nil, fmt.Errorf("unknown fault %q (want %s or %s)", f, strings.Join(DefaultFaults, ", "), FaultStall)
+			return nil, fmt.Errorf("unknown fault %q (want some of %s)", f, strings.Join(DefaultFaults, ", "))
 		}
 	}
 	if o.Binary == "" {
@@ -204,8 +244,8 @@ func (r *run) close() {
 	if r.lb != nil {
 		r.lb.Close()
 	}
-	if r.stall != nil {
-		r.stall.resume()
+	if r.wan != nil {
+		r.wan.Restore()
 	}
 	for _, in := range r.ins {
 		in.signal(syscall.SIGTERM, 20*time.Second)
@@ -214,10 +254,16 @@ func (r *run) close() {
 		r.keepLogs()
 	}
 	if r.pg != nil {
-		r.pg.Close()
+		r.pg.Stop()
 	}
-	if r.stall != nil {
-		r.stall.Close()
+	if r.standby != nil {
+		r.standby.Stop()
+	}
+	if r.wan != nil {
+		_ = r.wan.Stop()
+	}
+	if r.small != nil {
+		r.small.unmount()
 	}
 	if r.srv != nil {
 		_ = r.srv.Close()
@@ -243,6 +289,14 @@ func (r *run) keepLogs() {
 	}
 	if r.srv != nil {
 		_ = os.WriteFile(filepath.Join(r.o.LogDir, "soak-sshd.log"), []byte(r.srv.Log()), 0o644)
+	}
+	for _, c := range []*pgtest.Cluster{r.pg, r.standby} {
+		if c == nil {
+			continue
+		}
+		if b, err := os.ReadFile(c.LogPath()); err == nil {
+			_ = os.WriteFile(filepath.Join(r.o.LogDir, fmt.Sprintf("soak-postgres-%d.log", c.Port)), b, 0o644)
+		}
 	}
 }
 
@@ -283,10 +337,10 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	r.logf("sshd on %s, run dir %s", r.srv.Addr, r.dir)
-	if r.pg, err = startPG(ctx); err != nil {
-		return fmt.Errorf("postgres: %w", err)
+	dsn, err := r.startDatabase(ctx)
+	if err != nil {
+		return err
 	}
-	r.logf("postgres on 127.0.0.1:%d", r.pg.port)
 	line, err := secret.NewKeyLine()
 	if err != nil {
 		return err
@@ -304,7 +358,7 @@ func (r *run) setup(ctx context.Context) error {
 		return err
 	}
 	env := []string{
-		"SSHAPI_DATABASE=" + r.pg.url("soak"),
+		"SSHAPI_DATABASE=" + dsn,
 		"SSHAPI_KEYS_MASTER_KEY_FILE=" + keyFile,
 		"SSHAPI_KEYS_TOKEN_SECRET_FILE=" + secretFile,
 		"SSHAPI_LOG_LEVEL=warn",
@@ -330,24 +384,30 @@ func (r *run) setup(ctx context.Context) error {
 		r.ins = append(r.ins, in)
 		r.logf("instance %s on %s (pid %d)", name, addr, in.pid())
 	}
-	if r.lb, err = startHAProxy(ctx, r.scratch, r.ins); err != nil {
+	if r.lb, err = startHAProxy(ctx, r.scratch, r.ins, true); err != nil {
 		return err
 	}
 	r.base = "http://" + r.lb.addr
 	r.logf("haproxy on %s", r.lb.addr)
 	hostKey := r.srv.AuthorizedHostKey()
-	host, port := r.srv.Host, r.srv.Port
-	for _, f := range r.o.Faults {
-		if f == FaultStall && r.stall == nil {
-			if r.stall, err = startStallProxy(r.srv.Addr); err != nil {
-				return err
-			}
-			host, port = "127.0.0.1", r.stall.addr().Port
-			r.logf("the systems reach the sshd through a proxy on %s (for %s)", r.stall.addr(), FaultStall)
+	hosts := map[string]string{"a": r.srv.Host, "b": r.srv.Host}
+	ports := map[string]int{"a": r.srv.Port, "b": r.srv.Port}
+	if r.scheduled(FaultStall, FaultTrickle) {
+		if r.wan, err = startWAN(ctx, r.srv.Addr); err != nil {
+			return err
 		}
+		addr := r.wan.Addr().(*net.TCPAddr)
+		hosts["b"], ports["b"] = addr.IP.String(), addr.Port
+		r.logf("system b reaches the sshd through a wanem proxy on %s (for the network faults)", addr)
+	}
+	if r.scheduled(FaultDiskFull) {
+		if r.small, err = mountSmallFS(filepath.Join(r.dir, "small"), r.uid, r.gid); err != nil {
+			return fmt.Errorf("%s: %w", FaultDiskFull, err)
+		}
+		r.logf("a %d MiB tmpfs on %s (for %s)", smallFSSize>>20, r.small.dir, FaultDiskFull)
 	}
 	for _, id := range []string{"a", "b"} {
-		body := map[string]any{"id": id, "host": host, "port": port, "host_keys": []string{hostKey}}
+		body := map[string]any{"id": id, "host": hosts[id], "port": ports[id], "host_keys": []string{hostKey}}
 		if st, _, err := r.call(ctx, "POST", "/v1/systems", body, nil); err != nil || st != 201 {
 			return fmt.Errorf("register system %s: %d %v", id, st, err)
 		}
@@ -432,6 +492,22 @@ func pickOp() string {
 	return ops[0].name
 }
 
+// scheduled reports whether any of faults is in the schedule.
+func (r *run) scheduled(faults ...string) bool {
+	for _, f := range r.o.Faults {
+		for _, g := range faults {
+			if f == g {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// maxInFlight bounds the requests in flight: four seconds of the load, at least 64. A request
+// that would exceed it is recorded as not sent (the open loop does not slow down).
+func maxInFlight(rate float64) int { return max(64, int(rate*4)) }
+
 // drive sends the load at the rate for the duration while the fault schedule runs.
 func (r *run) drive(ctx context.Context) {
 	r.loadStart = time.Now()
@@ -442,7 +518,7 @@ func (r *run) drive(ctx context.Context) {
 	go func() { defer wg.Done(); r.faults(lctx) }()
 	go func() { defer wg.Done(); r.sample(lctx) }()
 	interval := time.Duration(float64(time.Second) / r.o.Rate)
-	sem := make(chan struct{}, 64)
+	sem := make(chan struct{}, maxInFlight(r.o.Rate))
 	var reqs sync.WaitGroup
 	next := time.Now()
 	for lctx.Err() == nil {
@@ -458,7 +534,7 @@ func (r *run) drive(ctx context.Context) {
 		select {
 		case sem <- struct{}{}:
 		default:
-			r.record(result{op: op, start: sched, kind: "not sent: 64 in flight"})
+			r.record(result{op: op, start: sched, kind: fmt.Sprintf("not sent: %d in flight", cap(sem))})
 			continue
 		}
 		reqs.Add(1)
@@ -662,8 +738,9 @@ func (r *run) inflightUpload(ctx context.Context, in *instance) {
 	r.logf("in-flight upload to %s during the fault: %s (%s)", in.name, res.kind, res.detail)
 }
 
-// link makes a read link to an acknowledged upload and downloads through it without a token,
-// comparing the bytes with the upload.
+// link makes a read link to an acknowledged upload, downloads through it without a token,
+// comparing the bytes with the upload, and revokes it, as a client that is done with it does
+// (links count against the per-system quota, 1000 by default, until they expire).
 func (r *run) link(ctx context.Context) result {
 	r.mu.Lock()
 	if len(r.uploads) == 0 {
@@ -679,6 +756,7 @@ func (r *run) link(ctx context.Context) result {
 	req.Header.Set("X-Request-Id", id)
 	st, h, body, err := r.send(req)
 	var l struct {
+		ID  string `json:"id"`
 		URL string `json:"url"`
 	}
 	if err == nil && st == 201 {
@@ -706,13 +784,17 @@ func (r *run) link(ctx context.Context) result {
 		return out
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.linkAudit = append(r.linkAudit, res.Header.Get("X-Request-Id"))
 	if sum := sha256.Sum256(got); hex.EncodeToString(sum[:]) != u.SHA256 {
 		out.kind = "check: link download differs from the acknowledged upload"
 		r.corruptDL = append(r.corruptDL, "link "+u.Path)
 	}
-	return out
+	r.mu.Unlock()
+	if out.kind != "ok" {
+		return out
+	}
+	st, h, body, err = r.callBody(ctx, "DELETE", "/v1/systems/a/links/"+l.ID, nil, nil)
+	return outcome(st, h, body, err, http.StatusNoContent)
 }
 
 func mustJSON(v any) []byte {
@@ -734,7 +816,7 @@ func (r *run) faults(ctx context.Context) {
 			return
 		case <-time.After(r.o.FaultEvery):
 		}
-		if time.Until(end) < r.o.FaultEvery+10*time.Second {
+		if time.Until(end) < r.o.FaultEvery+10*time.Second || r.o.Cycles > 0 && i >= r.o.Cycles*len(r.o.Faults) {
 			return
 		}
 		f := r.o.Faults[i%len(r.o.Faults)]
@@ -745,6 +827,7 @@ func (r *run) faults(ctx context.Context) {
 			w.Error = err.Error()
 			r.logf("fault %s: %v", w.Name, err)
 		}
+		w.Note, r.note = r.note, ""
 		r.waitReady(context.WithoutCancel(ctx))
 		time.Sleep(2 * time.Second) // pools redial, the balancer's checks pass again
 		w.End = time.Now()
@@ -773,14 +856,24 @@ func (r *run) inject(ctx context.Context, f string, i int) error {
 		in.signal(syscall.SIGTERM, 60*time.Second)
 		return in.start(ctx)
 	case FaultStall:
-		r.stall.stall()
+		r.wan.Blackhole()
 		time.Sleep(r.o.StallFor)
-		r.stall.resume()
+		r.wan.Restore()
 		return nil
+	case FaultTrickle:
+		if err := r.wan.SetRate(r.o.TrickleRate); err != nil {
+			return fmt.Errorf("trickle: %w", err)
+		}
+		time.Sleep(r.o.StallFor)
+		return r.wan.SetRate(0)
 	case FaultPG:
-		r.pg.stop()
+		r.pg.Halt()
 		time.Sleep(time.Second)
-		return r.pg.start(ctx)
+		return r.pg.Resume(ctx)
+	case FaultFailover:
+		return r.failover(ctx)
+	case FaultDiskFull:
+		return r.diskFull(ctx)
 	}
 	return fmt.Errorf("unknown fault %s", f)
 }
@@ -797,36 +890,6 @@ func (r *run) waitReady(ctx context.Context) {
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// Sample is one reading of an instance's process.
-type Sample struct {
-	T        float64 `json:"t_s"`
-	Instance string  `json:"instance"`
-	PID      int     `json:"pid"`
-	RSSBytes int64   `json:"rss_bytes"`
-	Threads  int     `json:"threads"`
-}
-
-func (r *run) sample(ctx context.Context) {
-	start := r.loadStart
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		for _, in := range r.ins {
-			if pid := in.pid(); pid != 0 {
-				rss, th := procStat(pid)
-				r.mu.Lock()
-				r.samples = append(r.samples, Sample{T: math.Round(time.Since(start).Seconds()*10) / 10, Instance: in.name, PID: pid, RSSBytes: rss, Threads: th})
-				r.mu.Unlock()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
 }
 
@@ -867,9 +930,9 @@ func fileSHA256(p string) (string, error) {
 
 // verify drains the transfers and checks everything acknowledged.
 func (r *run) verify(ctx context.Context) *Report {
-	rep := &Report{Windows: r.windows, Samples: r.samples, LoadStart: r.loadStart}
+	rep := &Report{Windows: r.windows, Samples: r.samples, DBSamples: r.dbSamples, LoadStart: r.loadStart}
 	// Transfers: wait until each is terminal (leases of killed instances expire meanwhile).
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(r.o.DrainFor)
 	status := map[string]string{}
 	for _, t := range r.transfers {
 		for {
@@ -945,6 +1008,7 @@ func (r *run) verify(ctx context.Context) *Report {
 			rep.Check.AuditMissing = append(rep.Check.AuditMissing, "link "+id)
 		}
 	}
+	r.checkDiskFull(ctx, rep)
 	// Temporary files of failed requests (an upload in flight at a SIGKILL, one whose SSH
 	// connection died) go once their records' leases lapse: await that, then count what stayed.
 	start := time.Now()

@@ -280,7 +280,13 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		FetchPollInterval: cfg.PollInterval,
 		FetchCooldown:     min(cfg.PollInterval, 100*time.Millisecond),
 		JobTimeout:        -1,
-		Logger:            d.Log.With("component", "river"),
+		// A job left "running" by an instance that died after fetching it (before the run took
+		// the transfer's lease), or whose outcome River's completer could not write during a
+		// database outage, is rescued after a few lease lengths rather than River's hour. A
+		// job rescued while its run is alive is harmless: the second run finds the lease held
+		// and ends (see runTransfer).
+		RescueStuckJobsAfter: 3 * cfg.LeaseTTL,
+		Logger:               d.Log.With("component", "river"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

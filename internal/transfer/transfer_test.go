@@ -499,3 +499,48 @@ func TestReaperResumesOrphanedTransfer(t *testing.T) {
 		t.Fatalf("orphan after restart: %+v", got)
 	}
 }
+
+// TestStuckJobIsRescued: a transfer queued whose River job was left "running" by an instance
+// that died after fetching it (before its run took the lease) runs within a few lease lengths,
+// not after River's default hour.
+func TestStuckJobIsRescued(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a := sshtest.New(t, sshtest.Options{})
+	h.sys.add("alice", "a", a, "")
+	h.sys.add("alice", "b", a, "")
+	dir := a.MkTemp(t)
+	want := randomFile(t, filepath.Join(dir, "f"), 1<<20, 6)
+	h.stop()
+
+	sqlDB, err := OpenSQLite(t.Context(), h.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Source: Endpoint{System: "a", Path: filepath.Join(dir, "f")}, Destination: Endpoint{System: "b", Path: filepath.Join(dir, "g")}}
+	now := time.Now().UTC()
+	deadline, err := req.normalize(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &Transfer{ID: "tr-stuck", Owner: "alice", Status: StatusQueued, Source: req.Source, Destination: req.Destination,
+		Sync: req.Sync, Verify: req.Verify, ChunkSize: req.ChunkSize, CreatedAt: now, Deadline: deadline}
+	tx, _ := sqlDB.DB().BeginTx(t.Context(), nil)
+	if err := sqlDB.TransferInsert(t.Context(), tx, &TransferInsertParams{Transfer: tr, Request: req}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(t.Context(), `INSERT INTO river_job (args, attempt, attempted_at, attempted_by, kind, max_attempts, queue, state)
+		VALUES (json(?), 1, strftime('%Y-%m-%d %H:%M:%f', 'now', '-20 minutes'), json('["i-dead"]'), ?, 50, ?, 'running')`,
+		`{"transfer_id":"tr-stuck"}`, jobArgs{}.Kind(), queueName); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.Close()
+
+	h.start()
+	got := h.wait("alice", tr.ID, 90*time.Second, nil)
+	if got.Status != StatusSucceeded || fileSHA(t, filepath.Join(dir, "g")) != want {
+		t.Fatalf("stuck job: %+v", got)
+	}
+}

@@ -26,7 +26,7 @@ const (
 // link is one direction of the emulated physical link: a virtual clock that serializes the
 // chunks of every connection in arrival order at the configured rate.
 type link struct {
-	rate int64 // bytes per second; 0 means unlimited
+	rate atomic.Int64 // bytes per second; 0 means unlimited; SetRate changes it
 
 	mu   sync.Mutex
 	next time.Time // when the link finishes sending what it has been given so far
@@ -35,7 +35,8 @@ type link struct {
 // reserve books n bytes arriving at now and returns when their last byte has left the link.
 // An idle link earns no credit, so there are no bursts above the rate.
 func (l *link) reserve(now time.Time, n int) time.Time {
-	if l.rate <= 0 {
+	rate := l.rate.Load()
+	if rate <= 0 {
 		return now
 	}
 	l.mu.Lock()
@@ -44,8 +45,17 @@ func (l *link) reserve(now time.Time, n int) time.Time {
 	if l.next.After(now) {
 		start = l.next
 	}
-	l.next = start.Add(time.Duration(int64(n) * int64(time.Second) / l.rate))
+	l.next = start.Add(time.Duration(int64(n) * int64(time.Second) / rate))
 	return l.next
+}
+
+// setRate changes the rate for the bytes reserved from now on; what was booked at the old rate
+// keeps its times, and the next reservation starts afresh.
+func (l *link) setRate(rate int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rate.Store(rate)
+	l.next = time.Time{}
 }
 
 // pools recycles chunk buffers in three size classes.
@@ -104,9 +114,9 @@ type pipe struct {
 	c         *conn
 	src, dst  *net.TCPConn
 	link      *link
+	gate      *gate
 	pools     *pools
 	delay     time.Duration
-	chunk     int
 	limit     int64
 	forwarded *atomic.Int64
 	q         chan chunk
@@ -123,9 +133,9 @@ func (p *Proxy) newPipe(c *conn, src *net.TCPConn, l *link, forwarded *atomic.In
 		c:         c,
 		src:       src,
 		link:      l,
+		gate:      &p.gate,
 		pools:     &p.pools,
 		delay:     p.cfg.RTT / 2,
-		chunk:     p.chunk,
 		limit:     p.cfg.Buffer,
 		forwarded: forwarded,
 		q:         make(chan chunk, queueChunks),
@@ -143,13 +153,14 @@ func (pp *pipe) read() {
 		}
 	}()
 	for {
-		if !pp.waitSpace() {
+		size := chunkSize(pp.link.rate.Load(), pp.limit) // the rate can change (SetRate)
+		if !pp.waitSpace(size) {
 			return
 		}
 		if big == nil {
 			big = pp.pools.big.Get().(*[]byte)
 		}
-		n, err := pp.src.Read((*big)[:pp.chunk])
+		n, err := pp.src.Read((*big)[:size])
 		now := time.Now()
 		if n > 0 {
 			at := pp.link.reserve(now, n).Add(pp.delay)
@@ -178,14 +189,14 @@ func (pp *pipe) read() {
 	}
 }
 
-// waitSpace blocks until a full chunk fits in the buffer; it reports false if the connection
-// closed meanwhile.
-func (pp *pipe) waitSpace() bool {
+// waitSpace blocks until a chunk of size bytes fits in the buffer; it reports false if the
+// connection closed meanwhile.
+func (pp *pipe) waitSpace(size int) bool {
 	for {
 		pp.mu.Lock()
 		room := pp.limit - pp.queued
 		pp.mu.Unlock()
-		if room >= int64(pp.chunk) {
+		if room >= int64(size) {
 			return true
 		}
 		select {
@@ -234,6 +245,9 @@ func (pp *pipe) write() {
 				timer.Stop()
 				return
 			}
+		}
+		if !pp.gate.wait(pp.c.done) { // black-holed: hold it (Blackhole, Restore)
+			return
 		}
 		if ch.err != nil {
 			pp.finish(ch.err)

@@ -79,11 +79,12 @@ const (
 // Create it with New, then Start it; Stop releases everything it owns.
 type Proxy struct {
 	cfg   Config
-	chunk int
 	log   *slog.Logger
 	pools pools
 	// up and down are the two directions of the shared emulated link.
 	up, down link
+	// gate holds every byte and upstream dial while the path is black-holed (control.go).
+	gate gate
 
 	toUpstream, toClient, accepted atomic.Int64
 
@@ -120,13 +121,13 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{
 		cfg:   cfg,
-		chunk: chunkSize(cfg.Rate, cfg.Buffer),
 		log:   log,
 		pools: newPools(),
-		up:    link{rate: cfg.Rate},
-		down:  link{rate: cfg.Rate},
+		gate:  newGate(),
 		conns: make(map[*conn]struct{}),
 	}
+	p.up.rate.Store(cfg.Rate)
+	p.down.rate.Store(cfg.Rate)
 	return p, nil
 }
 
@@ -283,6 +284,9 @@ func (p *Proxy) serve(c *conn) {
 			t.Stop()
 			return
 		}
+	}
+	if !p.gate.wait(c.done) { // black-holed: the connection is not forwarded yet
+		return
 	}
 	d := net.Dialer{Timeout: dialTimeout}
 	nc, err := d.DialContext(p.ctx, "tcp", p.cfg.Upstream)
