@@ -457,7 +457,7 @@ func newBenchTransferCmd() *cobra.Command {
 	f.StringVar(&ciphers, "ciphers", "", "instead of the runs above, upload and download once per SSH cipher (comma-separated), sshapi limited to it beside OpenSSH sftp -c with --compare")
 	f.StringVar(&channels, "channels", "", "instead of the runs above, upload and download once per SFTP channel count (e.g. 1,2,4,8,auto), each through a fresh sshapi set to that count, beside sftp put/get with --compare")
 	f.StringVar(&o.Verify, "verify", "sha256", "system-to-system verification: none, size, sha256")
-	f.BoolVar(&o.S3, "s3", false, "also transfer the file from the sshd to an S3 bucket (a throwaway versitygw on the same path) and back, beside rclone copyto with --compare")
+	f.BoolVar(&o.S3, "s3", false, "also transfer the file from the sshd to an S3 bucket (a throwaway versitygw on the same path) and back, and bucket to bucket (a server-side copy), beside rclone copyto with --compare")
 	f.StringVar(&jsonOut, "json", "", "write the runs to this JSON file")
 	f.StringVar(&mdOut, "markdown", "", "write the Markdown tables to this file")
 	f.StringVar(&plots, "plots", "", "write transfer-streams.png (or transfer-channels.png) into this directory")

@@ -72,7 +72,7 @@ func newBenchSoakCmd() *cobra.Command {
 	f.Float64Var(&o.Rate, "rate", 8, "requests per second (open loop)")
 	f.IntVar(&o.Instances, "instances", 2, "sshapi processes sharing the database behind the balancer")
 	f.DurationVar(&o.FaultEvery, "fault-every", 15*time.Second, "quiet time before each fault window")
-	f.StringVar(&faults, "faults", strings.Join(soak.DefaultFaults, ","), "faults in order, cycled (or none); also "+soak.FaultStall)
+	f.StringVar(&faults, "faults", strings.Join(soak.DefaultFaults, ","), "faults in order, cycled (or none); the default is all of them: "+strings.Join(soak.DefaultFaults, ", "))
 	f.DurationVar(&o.StallFor, "stall-for", 15*time.Second, "how long "+soak.FaultStall+" holds the path to the sshd")
 	f.StringVar(&jsonOut, "json", "", "write the report to this JSON file")
 	f.StringVar(&mdOut, "markdown", "", "write the Markdown tables to this file")
