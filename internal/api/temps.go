@@ -145,17 +145,25 @@ func (k *TempKeeper) Sweep(ctx context.Context) (int, error) {
 
 // remove removes t's name as the system's owner.
 func (k *TempKeeper) remove(ctx context.Context, t *store.TempFile) error {
-	d, err := k.s.access.Resolve(ctx, access.Request{Caller: auth.Principal{User: t.SystemOwner}, System: t.SystemID,
-		Level: access.Write, Paths: []string{t.Dir}})
+	return k.s.asSystemOwner(ctx, t.SystemOwner, t.SystemID, t.Dir, func(fsys *files.FS) error {
+		return fsys.RemoveTemp(ctx, t.Dir, t.Name)
+	})
+}
+
+// asSystemOwner runs fn on an FS of system owner:id as its owner, with write access to p
+// decided as for any request (a system gone or disabled is the decision's error), on a pooled
+// SFTP channel. The sweepers use it for what a request left behind.
+func (s *Server) asSystemOwner(ctx context.Context, owner, id, p string, fn func(*files.FS) error) error {
+	d, err := s.access.Resolve(ctx, access.Request{Caller: auth.Principal{User: owner}, System: id,
+		Level: access.Write, Paths: []string{p}})
 	if err != nil {
 		return err
 	}
-	lease, err := k.s.deps.Pool.SFTP(ctx, d.Target)
+	lease, err := s.deps.Pool.SFTP(ctx, d.Target)
 	if err != nil {
 		return err
 	}
-	fsys := files.New(lease.Client, command.Exec{Pool: k.s.deps.Pool, Target: d.Target}, files.Options{RootDir: d.System.RootDir})
-	err = fsys.RemoveTemp(ctx, t.Dir, t.Name)
+	err = fn(files.New(lease.Client, command.Exec{Pool: s.deps.Pool, Target: d.Target}, files.Options{RootDir: d.System.RootDir}))
 	lease.Done(err)
 	return err
 }

@@ -6,9 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sshapi/sshapi/internal/access"
-	"github.com/sshapi/sshapi/internal/auth"
-	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/files"
 	"github.com/sshapi/sshapi/internal/store"
 )
@@ -107,17 +104,7 @@ func (w *UploadSweeper) Sweep(ctx context.Context) (int, error) {
 
 // removePart removes u's part file as the system's owner.
 func (w *UploadSweeper) removePart(ctx context.Context, u *store.Upload) error {
-	d, err := w.s.access.Resolve(ctx, access.Request{Caller: auth.Principal{User: u.SystemOwner}, System: u.SystemID,
-		Level: access.Write, Paths: []string{u.Dest}})
-	if err != nil {
-		return err
-	}
-	lease, err := w.s.deps.Pool.SFTP(ctx, d.Target)
-	if err != nil {
-		return err
-	}
-	fsys := files.New(lease.Client, command.Exec{Pool: w.s.deps.Pool, Target: d.Target}, files.Options{RootDir: d.System.RootDir})
-	err = fsys.RemoveResumable(ctx, u.Dest, u.PartName)
-	lease.Done(err)
-	return err
+	return w.s.asSystemOwner(ctx, u.SystemOwner, u.SystemID, u.Dest, func(fsys *files.FS) error {
+		return fsys.RemoveResumable(ctx, u.Dest, u.PartName)
+	})
 }

@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"bytes"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -454,48 +455,60 @@ func TestShellQuote(t *testing.T) {
 	}
 }
 
-// TestReaperResumesOrphanedTransfer stands for sshapi dying mid-transfer (no graceful stop): a
-// running transfer whose runner stopped heartbeating and has no live job is re-queued by the
-// reaper of the next engine and completes.
-func TestReaperResumesOrphanedTransfer(t *testing.T) {
-	h := newHarness(t, testConfig())
+// crashedEngine sets up what a crashed instance leaves behind: with the engine stopped, the
+// transfer id (a 3 MiB file a:f → b:g) is inserted queued, then leftOver changes the database in
+// the same transaction. It returns the file's path, its SHA-256 and the destination.
+func crashedEngine(t *testing.T, h *harness, id string, leftOver func(tx *sql.Tx, now time.Time) error) (want, dst string) {
+	t.Helper()
 	a := sshtest.New(t, sshtest.Options{})
 	h.sys.add("alice", "a", a, "")
 	h.sys.add("alice", "b", a, "")
 	dir := a.MkTemp(t)
-	want := randomFile(t, filepath.Join(dir, "f"), 3<<20, 5)
+	want = randomFile(t, filepath.Join(dir, "f"), 3<<20, 5)
 	h.stop()
-
-	// What a crashed instance leaves behind: status running, a lease that has expired, and a
-	// River job stuck in "running" that no one works (here: none at all).
 	sqlDB, err := OpenSQLite(t.Context(), h.dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer sqlDB.Close()
 	req := Request{Source: Endpoint{System: "a", Path: filepath.Join(dir, "f")}, Destination: Endpoint{System: "b", Path: filepath.Join(dir, "g")}}
 	now := time.Now().UTC()
 	deadline, err := req.normalize(now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &Transfer{ID: "tr-orphan", Owner: "alice", Status: StatusQueued, Source: req.Source, Destination: req.Destination,
+	tr := &Transfer{ID: id, Owner: "alice", Status: StatusQueued, Source: req.Source, Destination: req.Destination,
 		Sync: req.Sync, Verify: req.Verify, ChunkSize: req.ChunkSize, CreatedAt: now, Deadline: deadline}
-	tx, _ := sqlDB.DB().BeginTx(t.Context(), nil)
+	tx, err := sqlDB.DB().BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := sqlDB.TransferInsert(t.Context(), tx, &TransferInsertParams{Transfer: tr, Request: req}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.ExecContext(t.Context(), `UPDATE transfers SET status = 'running', lease_owner = 'i-dead', lease_until = ? WHERE id = ?`,
-		micros(now.Add(-time.Second)), tr.ID); err != nil {
+	if err := leftOver(tx, now); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	sqlDB.Close()
+	return want, filepath.Join(dir, "g")
+}
 
+// TestReaperResumesOrphanedTransfer stands for sshapi dying mid-transfer (no graceful stop): a
+// running transfer whose runner stopped heartbeating and has no live job is re-queued by the
+// reaper of the next engine and completes.
+func TestReaperResumesOrphanedTransfer(t *testing.T) {
+	h := newHarness(t, testConfig())
+	// Status running, a lease that has expired, and no job at all.
+	want, dst := crashedEngine(t, h, "tr-orphan", func(tx *sql.Tx, now time.Time) error {
+		_, err := tx.ExecContext(t.Context(), `UPDATE transfers SET status = 'running', lease_owner = 'i-dead', lease_until = ? WHERE id = ?`,
+			micros(now.Add(-time.Second)), "tr-orphan")
+		return err
+	})
 	h.start()
-	got := h.wait("alice", tr.ID, 30*time.Second, nil)
-	if got.Status != StatusSucceeded || fileSHA(t, filepath.Join(dir, "g")) != want {
+	got := h.wait("alice", "tr-orphan", 30*time.Second, nil)
+	if got.Status != StatusSucceeded || fileSHA(t, dst) != want {
 		t.Fatalf("orphan after restart: %+v", got)
 	}
 }
@@ -505,42 +518,15 @@ func TestReaperResumesOrphanedTransfer(t *testing.T) {
 // not after River's default hour.
 func TestStuckJobIsRescued(t *testing.T) {
 	h := newHarness(t, testConfig())
-	a := sshtest.New(t, sshtest.Options{})
-	h.sys.add("alice", "a", a, "")
-	h.sys.add("alice", "b", a, "")
-	dir := a.MkTemp(t)
-	want := randomFile(t, filepath.Join(dir, "f"), 1<<20, 6)
-	h.stop()
-
-	sqlDB, err := OpenSQLite(t.Context(), h.dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := Request{Source: Endpoint{System: "a", Path: filepath.Join(dir, "f")}, Destination: Endpoint{System: "b", Path: filepath.Join(dir, "g")}}
-	now := time.Now().UTC()
-	deadline, err := req.normalize(now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &Transfer{ID: "tr-stuck", Owner: "alice", Status: StatusQueued, Source: req.Source, Destination: req.Destination,
-		Sync: req.Sync, Verify: req.Verify, ChunkSize: req.ChunkSize, CreatedAt: now, Deadline: deadline}
-	tx, _ := sqlDB.DB().BeginTx(t.Context(), nil)
-	if err := sqlDB.TransferInsert(t.Context(), tx, &TransferInsertParams{Transfer: tr, Request: req}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.ExecContext(t.Context(), `INSERT INTO river_job (args, attempt, attempted_at, attempted_by, kind, max_attempts, queue, state)
-		VALUES (json(?), 1, strftime('%Y-%m-%d %H:%M:%f', 'now', '-20 minutes'), json('["i-dead"]'), ?, 50, ?, 'running')`,
-		`{"transfer_id":"tr-stuck"}`, jobArgs{}.Kind(), queueName); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	sqlDB.Close()
-
+	want, dst := crashedEngine(t, h, "tr-stuck", func(tx *sql.Tx, _ time.Time) error {
+		_, err := tx.ExecContext(t.Context(), `INSERT INTO river_job (args, attempt, attempted_at, attempted_by, kind, max_attempts, queue, state)
+			VALUES (json(?), 1, strftime('%Y-%m-%d %H:%M:%f', 'now', '-20 minutes'), json('["i-dead"]'), ?, 50, ?, 'running')`,
+			`{"transfer_id":"tr-stuck"}`, jobArgs{}.Kind(), queueName)
+		return err
+	})
 	h.start()
-	got := h.wait("alice", tr.ID, 90*time.Second, nil)
-	if got.Status != StatusSucceeded || fileSHA(t, filepath.Join(dir, "g")) != want {
+	got := h.wait("alice", "tr-stuck", 90*time.Second, nil)
+	if got.Status != StatusSucceeded || fileSHA(t, dst) != want {
 		t.Fatalf("stuck job: %+v", got)
 	}
 }
