@@ -77,11 +77,15 @@ func TestBrowserShareAndTransfer(t *testing.T) {
 
 	// Transfers: from hpc:dir/src to scratch:dir/dest, watched to the end.
 	step(t, ctx, "transfers", chromedp.Evaluate[chromedp.Void](`location.hash = "#transfers"`))
-	waitJS(t, ctx, "the two panes", `document.getElementById("src-system").options.length >= 2 && document.getElementById("src-count").textContent !== ""`)
+	// Both panes' first listings must be in before a pane is pointed elsewhere. The Open
+	// buttons are pressed from the page's script once it is idle, not by a mouse event at
+	// coordinates read a moment before (in CI a click once missed, the pane stayed where it
+	// was, and nothing in the page was wrong).
+	waitJS(t, ctx, "the two panes", `document.getElementById("src-system").options.length >= 2 && document.getElementById("src-count").textContent !== "" && document.getElementById("dst-count").textContent !== "" && !document.getElementById("app").getAttribute("aria-busy")`)
 	pane := func(side, system, path string) {
 		step(t, ctx, "choose "+side, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById(`+jsString(side+"-system")+`); s.value = `+jsString(system)+`; })()`))
 		setValue(t, ctx, side+"-path", path)
-		step(t, ctx, "open "+side, chromedp.Click(chromedp.ID(side+"-go")))
+		click(t, ctx, "open "+side, `document.getElementById(`+jsString(side+"-go")+`)`)
 	}
 	pane("src", "hpc", dir+"/src")
 	waitJS(t, ctx, "the source folder", `[...document.querySelectorAll("#src-list label")].some(l => l.textContent === "data.bin")`)
@@ -105,7 +109,7 @@ func TestBrowserShareAndTransfer(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, "src", "data.bin"), filepath.Join(dir, "src", "huge.bin")); err != nil {
 		t.Fatal(err)
 	}
-	step(t, ctx, "reopen the source", chromedp.Click(chromedp.ID("src-go")))
+	click(t, ctx, "reopen the source", `document.getElementById("src-go")`)
 	click(t, ctx, "select huge.bin", `[...document.querySelectorAll("#src-list label")].find(l => l.textContent === "huge.bin")`)
 	step(t, ctx, "submit the big one", chromedp.Click(chromedp.ID("tr-submit")))
 	click(t, ctx, "cancel it", `document.querySelector("#tr-rows tr:first-child button.danger")`)
