@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,12 +26,19 @@ const (
 	// CaseUptime is `uptime`: sshapi's POST /v1/systems/{id}/commands, the peers' `uptime` on a
 	// pooled connection.
 	CaseUptime = "uptime"
+	// CaseLs is a listing of a directory of LsEntries empty files: sshapi's GET
+	// /v1/systems/{id}/ls/{path} (full metadata JSON), the peers' `ls -la DIR` on a pooled
+	// connection.
+	CaseLs = "ls"
 )
+
+// LsEntries is the size of the directory CaseLs lists.
+const LsEntries = 10
 
 // ClientsRun is one closed-loop run: Clients clients sending one kind of request to one target
 // for a while.
 type ClientsRun struct {
-	// Case is CaseChecksum or CaseUptime; Target is sshapi or a peer; Request says what exactly
+	// Case is CaseChecksum, CaseUptime or CaseLs; Target is sshapi or a peer; Request says what exactly
 	// the target was asked.
 	Case    string `json:"case"`
 	Target  string `json:"target"`
@@ -278,6 +286,8 @@ func caseTitle(c string) string {
 		return "SHA-256 of an 8-byte file"
 	case CaseUptime:
 		return "`uptime`"
+	case CaseLs:
+		return fmt.Sprintf("Listing of a directory of %d entries", LsEntries)
 	}
 	return c
 }
@@ -285,4 +295,22 @@ func caseTitle(c string) string {
 // WriteJSON writes the report to path.
 func (r *ClientsReport) WriteJSON(path string) error {
 	return writeJSON(path, r)
+}
+
+// ListOp returns an Op that lists dir on system through GET /v1/systems/{id}/ls/{path} (full
+// metadata JSON, one page) and fails unless the answer holds entries entries.
+func (a *API) ListOp(system, dir string, entries int) Op {
+	p := listPath(system, dir, max(entries, 1))
+	return func(ctx context.Context) error {
+		var l struct {
+			Entries []json.RawMessage `json:"entries"`
+		}
+		if err := a.Call(ctx, http.MethodGet, p, nil, http.StatusOK, &l); err != nil {
+			return err
+		}
+		if len(l.Entries) != entries {
+			return &KindError{K: "wrong listing", Msg: fmt.Sprintf("%d entries, want %d", len(l.Entries), entries)}
+		}
+		return nil
+	}
 }

@@ -202,7 +202,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Load-test sshapi (open loop, latency from the scheduled send) beside OpenSSH and Python peers",
 	}
-	cmd.AddCommand(newBenchCommandsCmd(), newBenchBurstCmd(), newBenchSessionsCmd(), newBenchPaperCmd(), newBenchReportCmd(), newBenchTransferCmd(), newBenchListingCmd(), newBenchSoakCmd(), newBenchTusCmd())
+	cmd.AddCommand(newBenchCommandsCmd(), newBenchBurstCmd(), newBenchSessionsCmd(), newBenchPaperCmd(), newBenchReportCmd(), newBenchTransferCmd(), newBenchListingCmd(), newBenchSoakCmd(), newBenchTusCmd(), newBenchClientsCmd())
 	return cmd
 }
 
