@@ -1,13 +1,16 @@
 package command
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sshapi/sshapi/internal/shell"
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
 
@@ -97,3 +100,51 @@ func (s *subsystem) Write(p []byte) (int, error) { return s.in.Write(p) }
 
 // Close ends the session; it is safe to call more than once and concurrently with Read.
 func (s *subsystem) Close() error { return s.sess.Close() }
+
+// Shells runs short commands on shared shells; *sshpool.Pool implements it (sshpool.ShellRun).
+type Shells interface {
+	ShellRun(ctx context.Context, t sshpool.Target, line string) ([]byte, int, error)
+}
+
+// maxReadOutput caps the output RunRead keeps from a session of its own (a shared shell's is
+// capped by the pool).
+const maxReadOutput = 64 << 10
+
+// RunRead runs argv, a command that only reads and so may run twice, under LC_ALL=C with stdin
+// from /dev/null, and returns its output (stdout with stderr merged into it) and exit status. It
+// satisfies files.ReadRunner. When the pool has shared shells (Shells) the command runs on one:
+// the shell forks and execs the command alone, with no session, login shell or env process of
+// its own. When no shell is free, or the shell ended before the result arrived, it runs in a
+// session of its own (`env LC_ALL=C argv…`, so again one process on the server).
+func (e Exec) RunRead(ctx context.Context, argv ...string) ([]byte, int, error) {
+	if sh, ok := e.Pool.(Shells); ok {
+		line := "LC_ALL=C"
+		for _, a := range argv {
+			line += " " + shell.Quote(a)
+		}
+		out, status, err := sh.ShellRun(ctx, e.Target, line)
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, sshpool.ErrShellBusy) || errors.Is(err, sshpool.ErrShellLost)) {
+			return out, status, err
+		}
+	}
+	out := &capped{max: maxReadOutput}
+	status, err := e.Run(ctx, shell.Command(argv...), nil, out, out)
+	return out.buf.Bytes(), status, err
+}
+
+// capped keeps the first max bytes written to it from both output streams, in arrival order.
+type capped struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+// Write implements io.Writer; it never fails, so a chatty command is not cut off.
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}

@@ -56,6 +56,41 @@ func (f *FS) command(ctx context.Context, op, p string, argv ...string) ([]byte,
 	return nil, &Error{Op: op, Path: p, Kind: classifyText(msg), Err: cause}
 }
 
+// ReadRunner runs commands that only read, and so may run twice, the cheapest way the server
+// allows (command.Exec: on a connection's shared shell, one process per command). A Runner
+// that also implements it is used so for the checksums of small files.
+type ReadRunner interface {
+	// RunRead runs argv under LC_ALL=C with stdin from /dev/null and returns its stdout with
+	// stderr merged into it, and its exit status.
+	RunRead(ctx context.Context, argv ...string) (out []byte, exitStatus int, err error)
+}
+
+// readCommand runs argv for op on p with RunRead when the runner has it, and otherwise as
+// command does. Its output is stdout and stderr merged (with command: stdout alone), and a
+// nonzero exit status is an error classified from that output.
+func (f *FS) readCommand(ctx context.Context, op, p string, argv ...string) ([]byte, error) {
+	rr, ok := f.run.(ReadRunner)
+	if !ok {
+		return f.command(ctx, op, p, argv...)
+	}
+	if err := checkCtx(ctx, op, p); err != nil {
+		return nil, err
+	}
+	out, status, err := rr.RunRead(ctx, argv...)
+	switch {
+	case err != nil:
+		return nil, wrap(op, p, err)
+	case status == 0:
+		return out, nil
+	}
+	msg := strings.TrimSpace(string(out))
+	cause := fmt.Errorf("%s exited with status %d: %s", argv[0], status, truncateUTF8(msg, maxCommandOutput))
+	if status == 127 {
+		return nil, newErr(op, p, errors.ErrUnsupported, cause)
+	}
+	return nil, &Error{Op: op, Path: p, Kind: classifyText(msg), Err: cause}
+}
+
 // CopyOptions controls Copy.
 type CopyOptions struct {
 	// Recursive copies directories with their contents.
@@ -249,9 +284,10 @@ func (f *FS) Compress(ctx context.Context, sources []string, archive, format str
 
 // Checksum returns the hex digest of file p computed on the server (see the digest package): a
 // file smaller than digest.BigFile with one command that is one process, the coreutils tool
-// (`env LC_ALL=C sha256sum -- FILE`, no shell of its own), a bigger one with
-// openssl when it passed its self-test there (Options.Tools remembers that) and coreutils
-// otherwise; algorithm is "sha256", "sha512", "sha1" or "md5".
+// (`sha256sum -- FILE`), run on a shared shell where the runner has them (ReadRunner) and
+// otherwise in a session of its own (`env LC_ALL=C sha256sum -- FILE`, no shell of its own); a
+// bigger one with openssl when it passed its self-test there (Options.Tools remembers that) and
+// coreutils otherwise; algorithm is "sha256", "sha512", "sha1" or "md5".
 func (f *FS) Checksum(ctx context.Context, p, algorithm string) (string, error) {
 	const op = "checksum"
 	alg, err := digest.Parse(algorithm)
@@ -270,7 +306,11 @@ func (f *FS) Checksum(ctx context.Context, p, algorithm string) (string, error) 
 		return "", err
 	}
 	file := []digest.File{{Path: abs, Size: e.Size}}
-	out, err := f.command(ctx, op, abs, f.opts.Tools.Argv(alg, file)...)
+	run := f.command
+	if e.Size < digest.BigFile {
+		run = f.readCommand // Argv is the coreutils tool alone: a read, one process
+	}
+	out, err := run(ctx, op, abs, f.opts.Tools.Argv(alg, file)...)
 	if err != nil {
 		return "", err
 	}

@@ -127,10 +127,14 @@ func (kp *keyPool) reclaimLocked() *conn {
 	return best
 }
 
-// closeIdleLocked closes the data channels idle since before cutoff.
+// closeIdleLocked closes the data channels and shared shells idle since before cutoff.
 func (p *Pool) closeIdleLocked(cutoff time.Time) {
 	for _, kp := range p.keys {
 		for _, c := range kp.conns {
+			if sh := c.shell; sh != nil && !sh.retired && sh.queued == 0 && sh.lastUsed.Before(cutoff) {
+				sh.retired = true
+				go sh.in.Close() // sh exits; readShell gives the slot back
+			}
 			kept := c.idle[:0]
 			for _, ch := range c.idle {
 				if ch.since.Before(cutoff) {

@@ -18,6 +18,9 @@ type Stats struct {
 	Tunnels int
 	// IdleSFTP are dedicated SFTP channels kept open for the next download or upload.
 	IdleSFTP int
+	// Shells are the connections' shared shells (shell.go), each one channel in use; ShellQueued
+	// the commands queued on them.
+	Shells, ShellQueued int
 }
 
 // Stats returns the pool's current state.
@@ -36,6 +39,11 @@ func (p *Pool) Stats() Stats {
 			s.SFTPBorrowers += c.sftpUse
 			s.IdleSFTP += len(c.idle)
 			if c.sftp != nil {
+				s.ChannelsInUse++
+			}
+			if c.shell != nil {
+				s.Shells++
+				s.ShellQueued += c.shell.queued
 				s.ChannelsInUse++
 			}
 		}

@@ -128,8 +128,12 @@ type Config struct {
 	// SFTPIdlePerConn is how many dedicated SFTP channels (downloads, uploads, transfer
 	// streams) a connection keeps open after their lease ends, for the next one (default 2;
 	// -1 keeps none); SFTPIdleTimeout how long one stays idle before it is closed (20s).
-	SFTPIdlePerConn   int           `yaml:"sftp_idle_per_conn" env:"SFTP_IDLE_PER_CONN"`
-	SFTPIdleTimeout   time.Duration `yaml:"sftp_idle_timeout" env:"SFTP_IDLE_TIMEOUT"`
+	SFTPIdlePerConn int           `yaml:"sftp_idle_per_conn" env:"SFTP_IDLE_PER_CONN"`
+	SFTPIdleTimeout time.Duration `yaml:"sftp_idle_timeout" env:"SFTP_IDLE_TIMEOUT"`
+	// ShellDepth is how many short read-only commands (checksums of small files) may queue on
+	// a connection's shared shell (default 16; -1: no shared shells, every command gets a
+	// session of its own). See shell.go. A shell idle for SFTPIdleTimeout exits.
+	ShellDepth        int           `yaml:"shell_depth" env:"SHELL_DEPTH"`
 	MaxOpenRetryDelay time.Duration `yaml:"max_open_retry_delay" env:"MAX_OPEN_RETRY_DELAY"` // 200ms
 	// OpenTimeout bounds one channel open (and an SFTP channel's version exchange) on an
 	// established connection (20s): a live server answers or refuses at once, so a connection
@@ -169,6 +173,12 @@ func (c *Config) setDefaults() {
 		c.SFTPIdlePerConn = 0
 	}
 	defd(&c.SFTPIdleTimeout, 20*time.Second)
+	switch {
+	case c.ShellDepth == 0:
+		c.ShellDepth = 16
+	case c.ShellDepth < 0:
+		c.ShellDepth = 0
+	}
 	defd(&c.DialTimeout, 15*time.Second)
 	defd(&c.AcquireTimeout, 30*time.Second)
 	defd(&c.KeepaliveInterval, 15*time.Second)
@@ -232,8 +242,10 @@ type keyPool struct {
 	dialing int
 	// sftpPending is non-nil while one caller opens a shared SFTP channel for this key.
 	sftpPending chan struct{}
-	authErr     error // circuit breaker: set after an authentication failure
-	lastErr     error // last dial error, reported to waiters who time out
+	// shellOpening is set while one caller opens a shared shell for this key (shell.go).
+	shellOpening bool
+	authErr      error // circuit breaker: set after an authentication failure
+	lastErr      error // last dial error, reported to waiters who time out
 }
 
 type hostState struct {
@@ -350,7 +362,8 @@ type conn struct {
 	idle     []*dataChan // dedicated SFTP channels kept open for the next lease, oldest first
 	tunnels  int         // direct-tcpip channels carrying other pooled connections
 	sftp     *sftp.Client
-	sftpUse  int // borrowers of the shared SFTP client
+	sftpUse  int        // borrowers of the shared SFTP client
+	shell    *shellChan // the shared shell for short commands (shell.go), or nil
 	lastUsed time.Time
 	dead     bool
 }
@@ -609,7 +622,7 @@ func (p *Pool) checkDrainedLocked() {
 	}
 	for _, kp := range p.keys {
 		for _, c := range kp.conns {
-			if c.inUse > 0 || c.sftpUse > 0 {
+			if c.inUse > 0 || c.sftpUse > 0 || (c.shell != nil && c.shell.queued > 0) {
 				return
 			}
 		}
@@ -996,7 +1009,7 @@ func (p *Pool) evictIdle(now time.Time) {
 	p.closeIdleLocked(now.Add(-p.cfg.SFTPIdleTimeout))
 	for k, kp := range p.keys {
 		for _, c := range append([]*conn(nil), kp.conns...) {
-			if c.inUse == 0 && c.sftpUse == 0 && c.tunnels == 0 && now.Sub(c.lastUsed) > p.cfg.IdleTimeout {
+			if c.inUse == 0 && c.sftpUse == 0 && c.tunnels == 0 && (c.shell == nil || c.shell.queued == 0) && now.Sub(c.lastUsed) > p.cfg.IdleTimeout {
 				p.log.Info("ssh connection idle, closing", "key", kp.key.String())
 				p.killLocked(c)
 			}
