@@ -1,19 +1,24 @@
 package files
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/digest"
+	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -146,4 +151,80 @@ func TestChecksumProcesses(t *testing.T) {
 	check(e.fs(Options{}), "small", 1, small1...)
 	check(e.fs(Options{}), "big", 3, "env", "sh", "openssl", "openssl")
 	check(e.fs(Options{}), "big", 3, "env", "sh", "openssl", "openssl")
+}
+
+// TestChecksumSharedShellProcesses: through the pool (command.Exec, as the API runs it), a small
+// file's checksum runs on the connection's shared shell: after the first one (in a session of
+// its own, since the pool dials only for sessions) and the shell's start (`sh`, one command
+// session), every checksum starts exactly ONE process on the server, sha256sum, and no command
+// session; a big file's still runs in a session of its own with openssl.
+func TestChecksumSharedShellProcesses(t *testing.T) {
+	l := newExecLog(t)
+	pool := sshpool.New(sshpool.Config{}, nil, nil)
+	if err := pool.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = pool.Stop(ctx)
+	})
+	tg := sshpool.Target{Key: sshpool.Key{System: "checksum", User: l.srv.User, Credential: "key"}, Addr: l.srv.Addr, Config: l.srv.ClientConfig(), MaxSessions: 10}
+	conn, err := ssh.Dial("tcp", l.srv.Addr, l.srv.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	e := &env{conn: conn, run: command.Exec{Pool: pool, Target: tg}, dir: l.srv.MkTemp(t)}
+	if e.sftp, err = sftp.NewClient(conn); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.sftp.Close() })
+	small, big := []byte("8 bytes\n"), make([]byte, digest.BigFile+1)
+	_, _ = rand.Read(big)
+	for name, b := range map[string][]byte{"small": small, "big": big, "it's a\nname": small} {
+		if err := os.WriteFile(filepath.Join(e.dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tools := new(digest.Tools)
+	check := func(name string, sessions, procs int, want ...string) {
+		t.Helper()
+		l.started(t)
+		before := l.commandSessions()
+		got, err := e.fs(Options{Tools: tools}).Checksum(t.Context(), filepath.Join(e.dir, name), "sha256")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(filepath.Join(e.dir, name))
+		if s := sha256.Sum256(b); got != hex.EncodeToString(s[:]) {
+			t.Errorf("%q: checksum %s, want %x", name, got, s)
+		}
+		if n := l.commandSessions() - before; n != sessions {
+			t.Errorf("%q: %d command sessions, want %d", name, n, sessions)
+		}
+		progs, n := l.started(t)
+		if !slices.Equal(progs, want) || n != procs {
+			t.Errorf("%q: ran %q in %d processes, want %q in %d", name, progs, n, want, procs)
+		}
+	}
+	check("small", 1, 1, "env", "sha256sum") // no connection yet: a session, which dials
+	check("small", 1, 2, "sh", "sha256sum")  // the shell starts (sh), then forks sha256sum
+	for range 3 {
+		check("small", 0, 1, "sha256sum")
+	}
+	check("it's a\nname", 0, 1, "sha256sum")
+	check("big", 1, 3, "env", "sh", "openssl", "openssl")
+	check("small", 0, 1, "sha256sum")
+	if _, err := e.fs(Options{}).Checksum(t.Context(), filepath.Join(e.dir, "missing"), "sha256"); !isKind(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want not found", err)
+	}
+	// The tool's error, merged into the shell's output, is still classified.
+	l.started(t)
+	if _, err := e.fs(Options{}).Checksum(t.Context(), "/etc/shadow", "sha256"); !isKind(err, fs.ErrPermission) || !strings.Contains(err.Error(), "Permission denied") {
+		t.Errorf("unreadable file: %v, want permission denied", err)
+	}
+	if progs, _ := l.started(t); !slices.Equal(progs, []string{"sha256sum"}) {
+		t.Errorf("unreadable file: ran %q, want sha256sum on the shared shell", progs)
+	}
 }
