@@ -1,5 +1,7 @@
 package sshpool
 
+import "time"
+
 // Placement: which pooled connection a new channel goes on. Control channels (commands, the
 // shared SFTP client, a transfer's first data channel) are packed onto the busiest connection
 // with room, so surplus connections go idle and are evicted. The further channels of one striped
@@ -34,9 +36,11 @@ func (c *conn) lendLocked(pl placement) {
 	}
 }
 
-// hasRoom says whether c can take one more channel (idle data channels hold slots too).
+// hasRoom says whether c can take one more channel (idle data channels hold slots too), and
+// the server has not just refused one there (refusedUntil).
 func (c *conn) hasRoom() bool {
-	return !c.dead && c.inUse+c.tunnels+len(c.idle) < c.slots
+	return !c.dead && c.inUse+c.tunnels+len(c.idle) < c.slots &&
+		(c.refusedUntil.IsZero() || time.Now().After(c.refusedUntil))
 }
 
 // connForLocked picks kp's connection for a channel placed by pl, or nil when the channel must

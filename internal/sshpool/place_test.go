@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -104,4 +106,37 @@ func TestStripeSpreadsOverConnections(t *testing.T) {
 			t.Fatal("the stripe channel is not on the existing connection")
 		}
 	})
+}
+
+// TestRefusedOpenGoesElsewhere: when the server refuses a channel open on the busiest connection
+// (here its MaxSessions 2 is below what the target claims), the retry is placed on another
+// connection with room instead of on the same one again: four sessions held at once on two
+// connections all open (packing alone retried the refusing connection until the deadline).
+func TestRefusedOpenGoesElsewhere(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{ExtraConfig: "MaxSessions 2"})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	p, _ := newPool(t, Config{MaxConnsPerKey: 2})
+	tg := target(t, srv, "refused", srv.Signer) // claims MaxSessions 10: 8 slots per connection
+	for range 2 {
+		if err := p.Check(ctx, tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := p.Stats().Conns; n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+	for i := range 4 {
+		s, err := p.NewSession(ctx, tg)
+		if err != nil {
+			t.Fatalf("session %d: %v", i+1, err)
+		}
+		defer s.Close()
+		if err := s.Start("sleep 30"); err != nil {
+			t.Fatalf("session %d: %v", i+1, err)
+		}
+	}
+	if n := testutil.ToFloat64(p.metrics.openRetries); n < 1 {
+		t.Errorf("%g refused opens retried, want at least one (the test's premise)", n)
+	}
 }

@@ -366,6 +366,10 @@ type conn struct {
 	shell    *shellChan // the shared shell for short commands (shell.go), or nil
 	lastUsed time.Time
 	dead     bool
+	// refusedUntil: the server refused a channel open here (MaxSessions, while channels we
+	// closed are still closing on its side), so no channel is placed here until then or until
+	// one of its channels ends, whichever is first (see openChannel).
+	refusedUntil time.Time
 }
 
 type waiter struct {
@@ -601,6 +605,24 @@ func (p *Pool) release(c *conn, pl placement) {
 		c.bulk--
 	}
 	c.lastUsed = time.Now()
+	c.refusedUntil = time.Time{} // a channel ended: the server frees its session before our next open
+	if !c.dead {
+		p.serveWaitersLocked(c.kp)
+	}
+	p.checkDrainedLocked()
+}
+
+// releaseRefused returns the slot of an open the server refused on c and places nothing more on
+// c for d or until one of its channels ends: other channels go to connections with room (or
+// wait for one) instead of being refused by the same lagging server process in turn.
+func (p *Pool) releaseRefused(c *conn, pl placement, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.inUse--
+	if pl.bulk() {
+		c.bulk--
+	}
+	c.refusedUntil = time.Now().Add(d)
 	if !c.dead {
 		p.serveWaitersLocked(c.kp)
 	}

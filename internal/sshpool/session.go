@@ -146,7 +146,10 @@ func (p *Pool) openChannel(ctx context.Context, t Target, pl placement, open fun
 		switch {
 		case errors.As(err, &oce) && oce.Reason == ssh.ConnectionFailed:
 			// MaxSessions reached on the server side: channels we closed are still closing.
+			// Packing would place the next channels on this same connection; it is skipped
+			// for the backoff instead, and this open retried after it (elsewhere, or here).
 			p.metrics.openRetries.Inc()
+			p.releaseRefused(c, pl, 2*delay) // beyond the retry's sleep, at most 1.5 × delay
 		case errors.As(err, &oce):
 			p.release(c, pl)
 			return nil, nil, fmt.Errorf("open channel to %s: %w", t.Key, err)
@@ -156,8 +159,8 @@ func (p *Pool) openChannel(ctx context.Context, t Target, pl placement, open fun
 			p.mu.Lock()
 			p.killLocked(c)
 			p.mu.Unlock()
+			p.release(c, pl)
 		}
-		p.release(c, pl)
 		select {
 		case <-time.After(delay/2 + rand.N(delay)):
 		case <-ctx.Done():
