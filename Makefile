@@ -93,7 +93,7 @@ bench-locust-deps: bench-deps
 ## paper: throwaway stock sshd + sshapi, the study's sweep beside the peers, file transfers, API
 ## downloads/uploads per channel count, uploads/downloads per SSH cipher beside sftp -c (with CPU
 ## per GiB), 100,000 files of 4 KiB system to system beside a tar pipe and scp -3 -r, listing
-## 10,000 entries, and the checksum of an 8-byte file and uptime at 50 clients beside the asyncssh
+## 10,000 entries, and the checksum of an 8-byte file, uptime and a 10-entry ls at 50 clients beside the asyncssh
 ## pool; writes docs/benchmarks.md, docs/benchmarks.json and docs/img/ (root; on 2 cores about
 ## 14 minutes, and about 16 more for the per-cipher, small-files and small-request sections). Longer windows: make paper PAPER_FLAGS='--duration 30s'; 1 GiB transfers:
 ## PAPER_FLAGS='--transfer-size 1GiB --cipher-size 1GiB'. Skip or size a section:

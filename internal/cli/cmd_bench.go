@@ -341,7 +341,7 @@ func newBenchPaperCmd() *cobra.Command {
 	f.StringVar(&cipherSize, "cipher-size", "256MiB", "file size of the per-cipher section (API upload and download beside sftp -c, loopback and 1 Gbit/s × 50 ms, CPU per GiB); none skips")
 	f.StringVar(&ciphers, "ciphers", strings.Join(study.PaperCiphers, ","), "SSH ciphers of the per-cipher section; none skips")
 	f.IntVar(&o.SmallFiles, "small-files", 100_000, "4 KiB files the many-small-files section copies system to system (POST /v1/transfers beside a tar pipe and scp -3 -r; -1 skips)")
-	f.IntVar(&o.Clients, "clients", 50, "clients of the small-requests section (checksum of an 8-byte file and uptime, beside --clients-peers; -1 skips)")
+	f.IntVar(&o.Clients, "clients", 50, "clients of the small-requests section (checksum of an 8-byte file, uptime and a 10-entry ls, beside --clients-peers; -1 skips)")
 	f.DurationVar(&o.ClientsDuration, "clients-duration", 10*time.Second, "length of each run of the small-requests section")
 	f.StringVar(&clientsPeers, "clients-peers", bench.PeerAsyncSSH, "pooled peers of the small-requests section: none or a list of "+strings.Join(bench.AllPeers, ","))
 	return cmd
