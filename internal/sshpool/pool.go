@@ -15,6 +15,13 @@
 // unauthenticated dials (MaxConnsPerOwnerHost, MaxDialsPerOwnerHost), and an owner's dials wait
 // for one of the owner's dial slots before they queue for the host's, so an owner whose dials keep
 // failing (a junk key, a stalling server) holds at most its share of the host's dial slots.
+//
+// Short read-only commands (ShellRun) may run on a connection's shared shell instead of a
+// session of their own (shell.go): a long-lived sh that forks and execs each command alone. A
+// shell belongs to one connection and so to one key: it only ever runs commands of the owner
+// and credential its connection was made for, by construction, whatever other principals do at
+// the same time; it holds one of that connection's slots, so the owner's shares above bound
+// shells too, and at most shell_depth commands queue on it.
 package sshpool
 
 import (
@@ -242,8 +249,10 @@ type keyPool struct {
 	dialing int
 	// sftpPending is non-nil while one caller opens a shared SFTP channel for this key.
 	sftpPending chan struct{}
-	// shellOpening is set while one caller opens a shared shell for this key (shell.go).
+	// shellOpening is set while one caller opens a shared shell for this key (shell.go);
+	// before shellRetryAt none is opened (the last one did not start).
 	shellOpening bool
+	shellRetryAt time.Time
 	authErr      error // circuit breaker: set after an authentication failure
 	lastErr      error // last dial error, reported to waiters who time out
 }

@@ -106,7 +106,7 @@ func (p *Pool) ShellRun(ctx context.Context, t Target, line string) ([]byte, int
 func (p *Pool) borrowShell(ctx context.Context, t Target) (*conn, *shellChan, error) {
 	p.mu.Lock()
 	kp := p.keys[t.Key]
-	if p.cfg.ShellDepth <= 0 || p.closing || kp == nil || kp.authErr != nil {
+	if p.cfg.ShellDepth <= 0 || p.closing || kp == nil || kp.authErr != nil || time.Now().Before(kp.shellRetryAt) {
 		p.mu.Unlock()
 		return nil, nil, ErrShellBusy // a session of its own dials, waits or fails as it should
 	}
@@ -157,6 +157,10 @@ func (p *Pool) openShellLocked(ctx context.Context, kp *keyPool, c *conn) (*conn
 		err = errors.New("connection closing")
 	}
 	if err != nil {
+		var oce *ssh.OpenChannelError
+		if !c.dead && !errors.As(err, &oce) && !p.closing {
+			kp.shellRetryAt = time.Now().Add(shellRetry) // the session opened but sh did not answer
+		}
 		if !c.dead {
 			p.serveWaitersLocked(kp)
 		}
@@ -172,7 +176,14 @@ func (p *Pool) openShellLocked(ctx context.Context, kp *keyPool, c *conn) (*conn
 	return c, sh, nil
 }
 
-// startShell opens a session on cl running `exec sh`, whose stdin takes the commands.
+// shellRetry is how long a key waits before it tries to open a shared shell again after one
+// failed to start or to answer (a login shell that cannot exec sh, a ForceCommand).
+const shellRetry = time.Minute
+
+// startShell opens a session on cl running `exec sh`, whose stdin takes the commands, and
+// waits for the shell to answer a first empty command: whatever the login shell printed before
+// (a noisy rc file) is skipped, and a session that never runs sh fails here instead of holding
+// the commands sent to it.
 func startShell(cl *ssh.Client) (*shellChan, error) {
 	sess, err := cl.NewSession()
 	if err != nil {
@@ -186,11 +197,38 @@ func startShell(cl *ssh.Client) (*shellChan, error) {
 			err = sess.Start("exec sh") // the login shell replaced by sh, from any login shell
 		}
 	}
+	if err == nil {
+		err = sh.handshake()
+	}
 	if err != nil {
 		_ = sess.Close()
 		return nil, err
 	}
 	return sh, nil
+}
+
+// handshake sends sh an empty command and reads up to its marker line.
+func (sh *shellChan) handshake() error {
+	if _, err := io.WriteString(sh.in, "printf '\\n%s%d\\n' '"+string(sh.marker[1:])+"' 0\n"); err != nil {
+		return fmt.Errorf("start shell: %w", err)
+	}
+	want := append(bytes.Clone(sh.marker), "0\n"...)
+	var acc []byte
+	buf := make([]byte, 4<<10)
+	for !bytes.Contains(acc, want) {
+		if len(acc) > shellMaxOutput {
+			return errors.New("start shell: no answer within its first 64 KiB of output")
+		}
+		n, err := sh.out.Read(buf)
+		acc = append(acc, buf[:n]...)
+		if err != nil && !bytes.Contains(acc, want) {
+			return fmt.Errorf("start shell: the session ended before sh answered: %w", err)
+		}
+	}
+	if rest := acc[bytes.Index(acc, want)+len(want):]; len(rest) > 0 {
+		return errors.New("start shell: output after its answer")
+	}
+	return nil
 }
 
 // returnShell uncounts a command of sh on c.

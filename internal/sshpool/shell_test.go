@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -136,6 +137,33 @@ line'`, "multi\nline\n", 0},
 		waitFor(t, "the idle shell to exit and give its slot back", func() bool { s := p.Stats(); return s.Shells == 0 && s.ChannelsInUse == 0 })
 		if s := p.Stats(); s.Conns != 1 {
 			t.Errorf("%d connections after the shell exited, want the one", s.Conns)
+		}
+	})
+
+	t.Run("no sh", func(t *testing.T) {
+		// A server whose ForceCommand replaces every command: the shell never answers, the
+		// command is refused with ErrShellBusy (its caller runs it in a session), and the key
+		// does not try again at once.
+		forced := sshtest.New(t, sshtest.Options{ExtraConfig: "ForceCommand echo nope"})
+		p, _ := newPool(t, Config{})
+		tg := target(t, forced, "forced", forced.Signer)
+		warm(t, p, tg)
+		sessions := func() int { return strings.Count(forced.Log(), "Starting session: ") }
+		if _, _, err := p.ShellRun(ctx, tg, "true"); !errors.Is(err, ErrShellBusy) {
+			t.Fatalf("shell under ForceCommand: %v, want ErrShellBusy", err)
+		}
+		before := sessions()
+		if before < 2 {
+			t.Fatalf("%d sessions logged, want the warm-up's and the shell's (is LogLevel VERBOSE?)", before)
+		}
+		if _, _, err := p.ShellRun(ctx, tg, "true"); !errors.Is(err, ErrShellBusy) {
+			t.Fatalf("again: %v, want ErrShellBusy", err)
+		}
+		if n := sessions() - before; n != 0 {
+			t.Errorf("%d more sessions opened for a shell right after one failed, want none", n)
+		}
+		if s := p.Stats(); s.Shells != 0 || s.ChannelsInUse != 0 {
+			t.Errorf("stats %+v, want no shell and no channel in use", s)
 		}
 	})
 
