@@ -9,6 +9,7 @@ type metrics struct {
 	openRetries     prometheus.Counter
 	acquireTimeouts prometheus.Counter
 	acquireWait     prometheus.Histogram
+	shellRuns       *prometheus.CounterVec
 }
 
 // Stats is a snapshot of the pool's state.
@@ -71,9 +72,16 @@ func newMetrics(p *Pool, reg prometheus.Registerer) *metrics {
 			Help:    "Time requests waited for an SSH channel slot.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
+		shellRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sshapi_ssh_shell_commands_total",
+			Help: "Short read-only commands offered to the connections' shared shells, by result (ran; busy: no shell free, run in a session instead; lost: the shell ended under it; abandoned: its caller gave up and the shell was killed).",
+		}, []string{"result"}),
 	}
 	for _, r := range []string{"ok", "refused", "failed", "auth_failed", "host_key_mismatch"} {
 		m.dials.WithLabelValues(r)
+	}
+	for _, r := range []string{"ran", "busy", "lost", "abandoned"} {
+		m.shellRuns.WithLabelValues(r)
 	}
 	if reg == nil {
 		return m
@@ -81,11 +89,12 @@ func newMetrics(p *Pool, reg prometheus.Registerer) *metrics {
 	gauge := func(name, help string, f func(Stats) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(p.Stats())) })
 	}
-	reg.MustRegister(m.dials, m.openRetries, m.acquireTimeouts, m.acquireWait,
+	reg.MustRegister(m.dials, m.openRetries, m.acquireTimeouts, m.acquireWait, m.shellRuns,
 		gauge("sshapi_ssh_connections", "Open pooled SSH connections.", func(s Stats) int { return s.Conns }),
 		gauge("sshapi_ssh_channels_in_use", "SSH channels open (exec, dedicated SFTP and shared SFTP).", func(s Stats) int { return s.ChannelsInUse }),
 		gauge("sshapi_ssh_sftp_borrowers", "Operations using a shared SFTP channel right now.", func(s Stats) int { return s.SFTPBorrowers }),
 		gauge("sshapi_ssh_waiters", "Requests queued for an SSH channel.", func(s Stats) int { return s.Waiters }),
+		gauge("sshapi_ssh_shells", "Shared shells open (one channel each).", func(s Stats) int { return s.Shells }),
 		gauge("sshapi_ssh_dials_in_flight", "Connections being dialed.", func(s Stats) int { return s.Dialing }),
 	)
 	return m

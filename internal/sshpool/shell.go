@@ -83,6 +83,22 @@ func (s *shellChan) Close() error { return s.sess.Close() }
 // the command now (nothing ran), ErrShellLost when the shell ended before the result arrived
 // (the command may have run), or ctx's error after killing the shell when ctx ended first.
 func (p *Pool) ShellRun(ctx context.Context, t Target, line string) ([]byte, int, error) {
+	out, status, err := p.shellRun(ctx, t, line)
+	result := "ran"
+	switch {
+	case errors.Is(err, ErrShellBusy):
+		result = "busy"
+	case errors.Is(err, ErrShellLost):
+		result = "lost"
+	case err != nil:
+		result = "abandoned"
+	}
+	p.metrics.shellRuns.WithLabelValues(result).Inc()
+	return out, status, err
+}
+
+// shellRun is ShellRun without the count.
+func (p *Pool) shellRun(ctx context.Context, t Target, line string) ([]byte, int, error) {
 	c, sh, err := p.borrowShell(ctx, t)
 	if err != nil {
 		return nil, -1, err

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -91,6 +93,10 @@ line'`, "multi\nline\n", 0},
 		if ok < p.cfg.ShellDepth {
 			t.Errorf("%d of 40 concurrent commands ran on the shell, want at least shell_depth %d", ok, p.cfg.ShellDepth)
 		}
+		// Ran: the two pids, the six commands above and the concurrent ones; busy: warm's first.
+		if ran, busy := shellCount(p, "ran"), shellCount(p, "busy"); ran != float64(ok+8) || busy != float64(40-ok+1) {
+			t.Errorf("counted %g ran and %g busy, want %d and %d", ran, busy, ok+8, 40-ok+1)
+		}
 	})
 
 	t.Run("abandoned", func(t *testing.T) {
@@ -111,6 +117,9 @@ line'`, "multi\nline\n", 0},
 		}
 		if err := <-behind; !errors.Is(err, ErrShellLost) {
 			t.Errorf("command behind the abandoned one: %v, want ErrShellLost", err)
+		}
+		if a, l := shellCount(p, "abandoned"), shellCount(p, "lost"); a != 1 || l != 1 {
+			t.Errorf("counted %g abandoned and %g lost, want 1 and 1", a, l)
 		}
 		waitFor(t, "the killed shell's slot to return", func() bool { s := p.Stats(); return s.Shells == 0 && s.ChannelsInUse == 0 })
 		if again := pid(t, p, tg); again == first {
@@ -192,4 +201,9 @@ func pendingOnShells(p *Pool, tg Target) int {
 		}
 	}
 	return n
+}
+
+// shellCount is the pool's count of shell commands with result.
+func shellCount(p *Pool, result string) float64 {
+	return testutil.ToFloat64(p.metrics.shellRuns.WithLabelValues(result))
 }
