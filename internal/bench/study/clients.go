@@ -94,8 +94,10 @@ func RunClients(ctx context.Context, o ClientsOptions) (*bench.ClientsReport, er
 	if err := os.Mkdir(lsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("ls dir: %w", err)
 	}
+	var lsNames []string
 	for i := range bench.LsEntries {
-		if err := os.WriteFile(filepath.Join(lsDir, fmt.Sprintf("f%02d", i)), nil, 0o644); err != nil {
+		lsNames = append(lsNames, fmt.Sprintf("f%02d", i))
+		if err := os.WriteFile(filepath.Join(lsDir, lsNames[i]), nil, 0o644); err != nil {
 			return nil, fmt.Errorf("ls dir: %w", err)
 		}
 	}
@@ -124,7 +126,7 @@ func RunClients(ctx context.Context, o ClientsOptions) (*bench.ClientsReport, er
 			op = api.RunCommandOp(benchSystem, "uptime")
 		case bench.CaseLs:
 			sshapiReq, peerCmd = "`GET …/ls/{path}`", "ls -la "+filepath.Base(dir)+"/ls"
-			op = api.ListOp(benchSystem, lsDir, bench.LsEntries)
+			op = api.ListOp(benchSystem, lsDir, lsNames)
 		default:
 			return nil, fmt.Errorf("clients bench: unknown case %q (want %s, %s or %s)", c, bench.CaseChecksum, bench.CaseUptime, bench.CaseLs)
 		}
@@ -160,7 +162,7 @@ func RunClients(ctx context.Context, o ClientsOptions) (*bench.ClientsReport, er
 func ClientsNotes(clients int, d time.Duration, peers []string) []string {
 	return []string{
 		fmt.Sprintf("closed loop: %d clients, each sending its next request as soon as its last one is answered, for %s per target after %d unmeasured requests; req/s is successful requests per second of wall time; latency runs from a request's send to its answer (HDR histogram, 3 significant digits)", clients, d, 2*clients),
-		fmt.Sprintf("**sshapi** (in the bench process, its defaults: up to 6 connections × 8 channels per credential) answers `GET /v1/systems/{id}/checksum/{path}?algorithm=sha256` of an 8-byte file (one `sha256sum` process on the server per request, forked by the connection's shared shell (`pool.shell_depth`) rather than started in a session of its own; the answer is checked against the file's SHA-256), `POST /v1/systems/{id}/commands` with `uptime`, and `GET /v1/systems/{id}/ls/{path}` of a directory of %d empty files (full metadata JSON, checked to hold them all), over HTTP keep-alive", bench.LsEntries),
+		fmt.Sprintf("**sshapi** (in the bench process, its defaults: up to 6 connections × 8 channels per credential) answers `GET /v1/systems/{id}/checksum/{path}?algorithm=sha256` of an 8-byte file (one `sha256sum` process on the server per request, forked by the connection's shared shell (`pool.shell_depth`) rather than started in a session of its own; the answer is checked against the file's SHA-256), `POST /v1/systems/{id}/commands` with `uptime`, and `GET /v1/systems/{id}/ls/{path}` of a directory of %d empty files (full metadata JSON, checked to name them all), over HTTP keep-alive", bench.LsEntries),
 		"the peers (" + strings.Join(peers, ", ") + ") run the same work as a command on a pool of their own on the same sshd: `sha256sum <file>` (its exit status checked, its output not), `uptime` and `ls -la <dir>`; asyncssh is a pool of 6 connections × 8 channels, like sshapi's, driven over a pipe by the same Go engine; this is the baseline the issue asks for (`ssh host sha256sum file` over a pooled connection)",
 		fmt.Sprintf("FireCREST could not run here: its %g–%g checksums/s and %g listings/s at 50 clients were published and measured elsewhere, on other hardware, and are not compared with this run", FireCRESTChecksumRate[0], FireCRESTChecksumRate[1], FireCRESTLsRate),
 		"CPU per request: user+system of the bench process (which hosts sshapi and the load generator), of the Python peer's process, and of the sshd process tree (sampled from /proc every 100 ms, with the children each process waited for), divided by the successful requests",
