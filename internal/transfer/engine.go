@@ -250,6 +250,12 @@ type Engine struct {
 
 	mu   sync.Mutex
 	runs map[string]*run
+	// local holds the transfers a job of this engine is running or about to run. The lease is
+	// re-entrant for its holder (instance), so without this a second job for a transfer that
+	// this engine is already running (River rescues a job that has been running longer than
+	// RescueStuckJobsAfter, live or not) would take the lease again and run beside the first,
+	// both writing the same temporary files.
+	local map[string]struct{}
 
 	closing     chan struct{} // closed when the engine begins to shut down
 	closingOnce sync.Once
@@ -266,7 +272,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, db: &db{p: d.DB}, pool: d.Pool, resolver: d.Resolver, log: d.Log,
-		instance: "i-" + randomHex(8), runs: map[string]*run{}, metrics: newMetrics(d.Registerer),
+		instance: "i-" + randomHex(8), runs: map[string]*run{}, local: map[string]struct{}{}, metrics: newMetrics(d.Registerer),
 		closing: make(chan struct{}),
 	}
 	workers := river.NewWorkers()

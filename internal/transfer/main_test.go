@@ -65,6 +65,8 @@ type harness struct {
 	eng    *Engine
 	log    *slog.Logger
 	stopFn func()
+	// wrap, when set, stands between the next started engine and its database.
+	wrap func(Persistence) Persistence
 }
 
 func testConfig() Config {
@@ -96,7 +98,11 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	eng, err := New(h.cfg, Deps{DB: db, Pool: h.pool, Resolver: h.sys, Log: h.log})
+	var p Persistence = db
+	if h.wrap != nil {
+		p = h.wrap(db)
+	}
+	eng, err := New(h.cfg, Deps{DB: p, Pool: h.pool, Resolver: h.sys, Log: h.log})
 	if err != nil {
 		h.t.Fatal(err)
 	}

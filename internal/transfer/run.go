@@ -18,6 +18,10 @@ var (
 	errUserCanceled = errors.New("canceled by the user")
 	errDeadline     = errors.New("deadline exceeded")
 	errLeaseLost    = errors.New("another runner took over the transfer")
+	// errLeaseLapsed: the run could not renew its lease for two thirds of its length (the
+	// database is away or slow) and stops before any other instance may take the transfer
+	// over (at the lease's end), so two runs never write the same files at once.
+	errLeaseLapsed = fmt.Errorf("%w: lease not renewed in time", errLeaseLost)
 	// errRequeue tells the worker that the run was interrupted by shutdown and saved its state.
 	errRequeue = errors.New("interrupted by shutdown; re-queued")
 )
@@ -71,6 +75,21 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	if t.Status.Terminal() {
 		return nil
 	}
+	e.mu.Lock()
+	_, running := e.local[id]
+	if !running {
+		e.local[id] = struct{}{}
+	}
+	e.mu.Unlock()
+	if running {
+		e.log.Info("transfer already running on this instance; duplicate job ignored", "id", id)
+		return nil
+	}
+	defer func() {
+		e.mu.Lock()
+		delete(e.local, id)
+		e.mu.Unlock()
+	}()
 	now := time.Now()
 	lease, err := e.db.acquireLease(parent, id, e.instance, now, now.Add(e.cfg.LeaseTTL), e.cfg.MaxRunningPerOwner)
 	switch {
@@ -108,7 +127,7 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		r.heartbeat(hbCtx)
+		r.heartbeat(hbCtx, now)
 	}()
 	err = r.execute(ctx)
 	stopHB()
@@ -218,8 +237,17 @@ func (r *run) progress() progress {
 }
 
 // heartbeat extends the lease, saves progress and notices cancellation by another instance.
-func (r *run) heartbeat(ctx context.Context) {
-	interval := min(r.e.cfg.LeaseTTL/3, time.Second)
+//
+// The lease ends LeaseTTL after the last renewal was sent (renewed is when the acquiring or
+// renewing statement was sent, so the lease in the database never outlasts renewed+LeaseTTL).
+// Another instance may take the transfer over once it has ended. A run that cannot renew
+// (the database is away, or a renewal hangs) therefore stops itself at renewed + 2/3 of
+// LeaseTTL, leaving a third of the lease for the writes it has in flight to end, instead of
+// writing on beside the run that takes over. The margin assumes the instances' clocks agree
+// to well within LeaseTTL/3.
+func (r *run) heartbeat(ctx context.Context, renewed time.Time) {
+	ttl := r.e.cfg.LeaseTTL
+	interval := min(ttl/3, time.Second)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -230,12 +258,31 @@ func (r *run) heartbeat(ctx context.Context) {
 		}
 		r.sampleRate()
 		r.checkRate(time.Now())
-		st, held, err := r.e.db.heartbeat(ctx, r.t.ID, r.e.instance, time.Now().Add(r.e.cfg.LeaseTTL), r.progress())
+		sent := time.Now()
+		fence := renewed.Add(ttl * 2 / 3)
+		if !sent.Before(fence) {
+			r.e.log.Warn("transfer lease not renewed in time; stopping this run", "id", r.t.ID, "renewed", renewed)
+			r.cancel(errLeaseLapsed)
+			return
+		}
+		hctx, cancel := context.WithDeadline(ctx, fence)
+		st, held, err := r.e.db.heartbeat(hctx, r.t.ID, r.e.instance, sent.Add(ttl), r.progress())
+		cancel()
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
 				r.e.log.Warn("transfer heartbeat", "id", r.t.ID, "err", err)
 			}
+			if !time.Now().Before(fence) {
+				r.e.log.Warn("transfer lease not renewed in time; stopping this run", "id", r.t.ID, "renewed", renewed)
+				r.cancel(errLeaseLapsed)
+				return
+			}
+			continue
+		case held:
+			renewed = sent
+		}
+		switch {
 		case st == StatusCanceled:
 			r.cancel(errUserCanceled)
 		case !held:

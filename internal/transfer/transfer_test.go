@@ -2,12 +2,14 @@ package transfer
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -528,5 +530,93 @@ func TestStuckJobIsRescued(t *testing.T) {
 	got := h.wait("alice", "tr-stuck", 90*time.Second, nil)
 	if got.Status != StatusSucceeded || fileSHA(t, dst) != want {
 		t.Fatalf("stuck job: %+v", got)
+	}
+}
+
+// TestDuplicateJobOnSameInstance: two jobs for one transfer fetched by the same engine (River
+// rescues a job that has run longer than RescueStuckJobsAfter while its run is alive; the soak
+// saw one) must not run the transfer twice at once. The lease is re-entrant for its holder, so
+// only the engine's own record of what it runs stops the second: without it both runs take the
+// lease (attempts 2) and delete each other's temporary file.
+func TestDuplicateJobOnSameInstance(t *testing.T) {
+	h := newHarness(t, testConfig())
+	want, dst := crashedEngine(t, h, "tr-dup", func(tx *sql.Tx, _ time.Time) error {
+		for range 2 {
+			_, err := tx.ExecContext(t.Context(), `INSERT INTO river_job (args, kind, max_attempts, queue, state)
+				VALUES (json(?), ?, 50, ?, 'available')`, `{"transfer_id":"tr-dup"}`, jobArgs{}.Kind(), queueName)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	h.start()
+	got := h.wait("alice", "tr-dup", 90*time.Second, nil)
+	if got.Status != StatusSucceeded || fileSHA(t, dst) != want {
+		t.Fatalf("transfer: %+v", got)
+	}
+	if got.Attempts != 1 {
+		t.Fatalf("the transfer ran %d times; want once (the second job must be ignored)", got.Attempts)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(dst), ".*.part")); len(left) > 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
+
+// hangingRenewals is the real database, except that lease renewals hang while hang is set: a
+// database that stops answering one instance.
+type hangingRenewals struct {
+	Persistence
+	hang atomic.Bool
+}
+
+func (h *hangingRenewals) LeaseHeartbeat(ctx context.Context, p *LeaseHeartbeatParams) (Status, bool, error) {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return "", false, ctx.Err()
+	}
+	return h.Persistence.LeaseHeartbeat(ctx, p)
+}
+
+// TestRunStopsWhenItCannotRenew: a run whose lease renewals hang stops itself before its lease
+// ends, so that the run which takes the transfer over (here: the same engine's, after the
+// reaper re-queues it) never writes beside it; the transfer then finishes verified. Without the
+// fence the first run writes on to the end (attempts 1).
+func TestRunStopsWhenItCannotRenew(t *testing.T) {
+	h := newHarness(t, testConfig())
+	h.stop()
+	dbw := &hangingRenewals{}
+	h.wrap = func(p Persistence) Persistence { dbw.Persistence = p; return dbw }
+	h.start()
+	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
+	h.sys.add("alice", "a", a, slowProxy(t, a, 16<<20))
+	h.sys.add("alice", "b", b, "")
+	srcDir, dstDir := a.MkTemp(t), b.MkTemp(t)
+	want := randomFile(t, filepath.Join(srcDir, "big.bin"), 96<<20, 7)
+	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: filepath.Join(srcDir, "big.bin")},
+		Destination: Endpoint{System: "b", Path: filepath.Join(dstDir, "big.bin")}, ChunkSize: 4 << 20})
+	h.wait("alice", tr.ID, time.Minute, func(tr *Transfer) bool { return tr.BytesDone > 4<<20 })
+	dbw.hang.Store(true)
+	running := func() bool {
+		h.eng.mu.Lock()
+		defer h.eng.mu.Unlock()
+		_, ok := h.eng.runs[tr.ID]
+		return ok
+	}
+	deadline := time.Now().Add(time.Minute)
+	for running() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	mid, err := h.eng.Get(t.Context(), "alice", tr.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbw.hang.Store(false)
+	got := h.wait("alice", tr.ID, 2*time.Minute, nil)
+	if got.Status != StatusSucceeded || fileSHA(t, filepath.Join(dstDir, "big.bin")) != want {
+		t.Fatalf("transfer: %+v", got)
+	}
+	if mid.Status == StatusSucceeded || got.Attempts != 2 {
+		t.Fatalf("the run went on without its lease: status %s when it stopped, %d attempts", mid.Status, got.Attempts)
 	}
 }
