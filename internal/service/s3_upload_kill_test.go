@@ -52,10 +52,26 @@ func TestS3UploadOfKilledInstanceIsAborted(t *testing.T) {
 	if _, err := pw.Write(chunk); err != nil {
 		t.Fatal(err)
 	}
+	// Killed once a part is on the bucket: parts go only after the upload's record is committed
+	// (a kill between CreateMultipartUpload's answer and that commit is the window not covered).
+	parts := func() int {
+		out, err := c.ListMultipartUploads(context.Background(), &s3.ListMultipartUploadsInput{Bucket: &bucket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Uploads) == 0 {
+			return 0
+		}
+		ps, err := c.ListParts(context.Background(), &s3.ListPartsInput{Bucket: &bucket, Key: out.Uploads[0].Key, UploadId: out.Uploads[0].UploadId})
+		if err != nil {
+			return 0
+		}
+		return len(ps.Parts)
+	}
 	deadline := time.Now().Add(30 * time.Second)
-	for uploads() == 0 {
+	for parts() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("no multipart upload started")
+			t.Fatal("no part of a multipart upload on the bucket")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
