@@ -97,6 +97,9 @@ func requireOperator(r *http.Request) error {
 
 func (s *Server) serveAudit(w http.ResponseWriter, r *http.Request, p store.AuditQueryParams) error {
 	s.access.FlushAudit(r.Context()) // the caller's own last actions are there
+	if sp := s.auditTo.spool.Load(); sp != nil && sp.Pending() > 0 {
+		_, _ = sp.Drain(r.Context()) // and those spooled while the database was away, if it is back
+	}
 	entries, err := s.deps.Store.QueryAudit(r.Context(), &p)
 	if err != nil {
 		return err

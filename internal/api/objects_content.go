@@ -162,7 +162,9 @@ func (s *Server) putObject(w http.ResponseWriter, r *http.Request, d *access.Dec
 	body, done := s.idleBody(w, r)
 	defer done()
 	return body.err(objectCall(r, d, func(ctx context.Context, st storage.Backend) error {
-		res, err := s.uploadObject(ctx, st, p, body, r.ContentLength, opts)
+		temps, finish := s.temps.forRequest(d) // a multipart upload left by a killed instance is aborted
+		defer finish()
+		res, err := s.uploadObject(temps.withUploads(ctx), st, p, body, r.ContentLength, opts)
 		if err != nil {
 			return uploadErr(err)
 		}
@@ -197,6 +199,9 @@ func (s *Server) postObject(w http.ResponseWriter, r *http.Request, d *access.De
 	}
 	var results []*files.UploadResult
 	err = objectCall(r, d, func(ctx context.Context, st storage.Backend) error {
+		temps, finish := s.temps.forRequest(d) // a multipart upload left by a killed instance is aborted
+		defer finish()
+		ctx = temps.withUploads(ctx)
 		for {
 			part, err := mr.NextPart()
 			if errors.Is(err, io.EOF) {

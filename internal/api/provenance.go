@@ -15,6 +15,7 @@ import (
 
 	"github.com/sshapi/sshapi/internal/access"
 	"github.com/sshapi/sshapi/internal/store"
+	"github.com/sshapi/sshapi/internal/store/auditspool"
 )
 
 // auditNote collects what one request did; wrap writes it as the request's audit entry once
@@ -152,11 +153,17 @@ func (c countingBody) Read(p []byte) (int, error) {
 }
 
 // commitAudit records the request's entry with status before the response's status line is
-// sent, and reports whether it was committed. When it was not, the action has already happened
-// (the remote system changed, or data was read) but sshapi cannot prove it later, so the answer
-// is not the handler's: it answers 500 with a detail that says the action was carried out and its
-// audit entry is missing, and the handler's own response is dropped. A GET's bytes are the body
-// size the handler declared (Content-Length), as the entry is written before the body.
+// sent, and reports whether it was committed: in the database, or — when the database write
+// failed and this instance has an audit spool (see UseAuditSpool) — in the spool, fsynced, to be
+// drained into the database once it is back. Either way the answer is the handler's own: the
+// action happened, and its entry survives a kill -9.
+//
+// When neither took it, the action has already happened (the remote system changed, or data
+// was read) but sshapi cannot prove it later, so the answer is not the handler's: it answers
+// 500 (503 with Retry-After while the database is away) with a detail that says the action was
+// carried out and its audit entry is missing, and the handler's own response is dropped. A GET's
+// bytes are the body size the handler declared (Content-Length), as the entry is written before
+// the body.
 func (s *Server) commitAudit(w http.ResponseWriter, rt route, r *http.Request, n *auditNote, status int, reqID string) bool {
 	var declared int64
 	if r.Method == http.MethodGet {
@@ -179,7 +186,7 @@ func (s *Server) commitAudit(w http.ResponseWriter, rt route, r *http.Request, n
 	p := Problem{Status: http.StatusInternalServerError, Title: "Audit entry not recorded",
 		Detail: fmt.Sprintf("%s (its answer would have been %d %s) but its audit entry could not be recorded; "+
 			"see the server log (request id %s)", what, status, http.StatusText(status), reqID)}
-	if s.storeUnavailable(err) { // the database is down: the same request may go through in a moment
+	if s.storeUnavailable(err) || errors.Is(err, auditspool.ErrFull) { // the same request may go through in a moment
 		p.Status, p.retryAfter = http.StatusServiceUnavailable, 2
 	}
 	writeProblem(w, r, p)
@@ -188,7 +195,7 @@ func (s *Server) commitAudit(w http.ResponseWriter, rt route, r *http.Request, n
 
 // writeAudit records the request's entry: who, acting as which owner, on what, with what
 // result and how many bytes. It never records query strings, headers or bodies. It returns once
-// the entry is committed; requests that are not recorded return nil.
+// the entry is committed (see recordAudit); requests that are not recorded return nil.
 func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int, written int64, reqID string) error {
 	n.mu.Lock()
 	e := store.AuditEntry{Owner: principal(r).User, Action: operation(rt, r), SystemID: n.system, SystemOwner: n.systemOwner,
@@ -214,7 +221,7 @@ func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int,
 	} else {
 		e.Bytes = n.bytesIn.Load()
 	}
-	return s.access.Record(r.Context(), e)
+	return s.recordAudit(r.Context(), e)
 }
 
 // noteFanout records the systems of a request that acts on several (POST /v1/commands).

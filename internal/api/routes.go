@@ -281,6 +281,14 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 		}
+		if sw.commit != nil {
+			if p := s.auditRefusal(r.Context()); p != nil { // its entry could not be kept: do nothing
+				sw.commit = nil
+				writeProblem(sw, r, *p)
+				s.observe(rt, r, sw, start, principal(r).User)
+				return
+			}
+		}
 		if strings.HasSuffix(rt.pattern, "{path...}") && strings.ContainsRune(r.PathValue("path"), 0) {
 			writeProblem(sw, r, s.problemFor(r, badField("path", "must not contain NUL bytes")))
 			s.observe(rt, r, sw, start, principal(r).User)

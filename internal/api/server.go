@@ -120,6 +120,14 @@ type Config struct {
 	// whose writer died or lost its connection is removed within about this long after
 	// (see TempKeeper).
 	TempLease time.Duration `yaml:"temp_lease" env:"TEMP_LEASE"`
+	// AuditSpoolDir is this instance's audit spool: audit entries the database could not take
+	// (it restarts, fails over, is unreachable) are fsynced there and moved into the database
+	// once it is back, so the request is answered with its real status (default
+	// <data_dir>/audit-spool; "off" disables it). One instance per directory.
+	AuditSpoolDir string `yaml:"audit_spool_dir" env:"AUDIT_SPOOL_DIR"`
+	// AuditSpoolMax bounds the entries the spool holds (default 100000); when it is full,
+	// audited requests are refused with 503 before they run.
+	AuditSpoolMax int `yaml:"audit_spool_max" env:"AUDIT_SPOOL_MAX"`
 }
 
 // withDefaults fills unset fields with their defaults.
@@ -152,6 +160,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.TusExpiry, 24*time.Hour)
 	setDefault(&c.TusLease, 30*time.Second)
 	setDefault(&c.TempLease, time.Minute)
+	setDefault(&c.AuditSpoolMax, 100_000)
 	if c.ListStreamDirBytes == 0 {
 		c.ListStreamDirBytes = 64 << 10
 	}
@@ -245,7 +254,8 @@ type Server struct {
 
 	reqDuration *prometheus.HistogramVec
 
-	access *access.Resolver
+	access  *access.Resolver
+	auditTo auditState // where entries the database cannot take go (auditspool.go)
 
 	loads *slot.Pool // POST /sshapi/v2/load runs, with each user's share
 

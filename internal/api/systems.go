@@ -359,7 +359,7 @@ func principal(r *http.Request) auth.Principal {
 // error answers 500 saying so, rather than acknowledge an action the audit cannot show.
 func (s *Server) audit(r *http.Request, action, system, detail string) error {
 	e := store.AuditEntry{Owner: principal(r).User, Action: action, SystemID: system, Detail: detail}
-	if err := s.access.Record(r.Context(), e); err != nil {
+	if err := s.recordAudit(r.Context(), e); err != nil {
 		return &httpError{status: http.StatusInternalServerError, err: err,
 			detail: action + " was carried out but its audit entry could not be recorded; see the server log"}
 	}

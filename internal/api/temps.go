@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"sync"
@@ -13,6 +15,8 @@ import (
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/storage"
+	"github.com/sshapi/sshapi/internal/storage/s3"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -22,7 +26,12 @@ const maxForgetQueue = 10_000
 
 // TempKeeper keeps this instance's records of the temporary names requests write on systems
 // (store.TempStore, files.Temps): an upload's part file, an archive being built, an extraction
-// directory. A request records a name before it creates it (the record is committed first, so
+// directory; and of the S3 multipart uploads a PUT or POST to a bucket is sending
+// (s3.UploadRecorder), recorded right after CreateMultipartUpload answers and before any part
+// is sent, which the sweep aborts (with the system owner's credential) once their lease lapses.
+// A process killed between CreateMultipartUpload's answer and the record's commit leaves one
+// upload unrecorded: that window is one database round trip, and a bucket lifecycle rule
+// (AbortIncompleteMultipartUpload) is the backstop for it. A request records a name before it creates it (the record is committed first, so
 // no name exists without one). While requests run, the keeper renews their records' leases
 // every third of Config.TempLease in one statement; names reported gone are forgotten in
 // batches. A record whose lease lapsed belongs to a request that ended without removing its
@@ -143,11 +152,39 @@ func (k *TempKeeper) Sweep(ctx context.Context) (int, error) {
 	return len(done), errors.Join(errs...)
 }
 
-// remove removes t's name as the system's owner.
+// remove removes t's name as the system's owner, or aborts t's multipart upload.
 func (k *TempKeeper) remove(ctx context.Context, t *store.TempFile) error {
+	if t.UploadID != "" {
+		return k.abortUpload(ctx, t)
+	}
 	return k.s.asSystemOwner(ctx, t.SystemOwner, t.SystemID, t.Dir, func(fsys *files.FS) error {
 		return fsys.RemoveTemp(ctx, t.Dir, t.Name)
 	})
+}
+
+// abortUpload aborts t's S3 multipart upload with the system owner's credential, after a write
+// decision on its path as for any request. An upload already gone (completed or aborted by its
+// request after all) is done; so is one whose system is no longer on t's bucket (the record is
+// forgotten with a warning: the credential at hand is not that bucket's).
+func (k *TempKeeper) abortUpload(ctx context.Context, t *store.TempFile) error {
+	d, err := k.s.access.Resolve(ctx, access.Request{Caller: auth.Principal{User: t.SystemOwner}, System: t.SystemID,
+		Level: access.Write, Paths: []string{t.Name}})
+	if err != nil {
+		return err
+	}
+	if d.Storage == nil || d.System.Bucket != t.Bucket {
+		k.s.log.Warn("a multipart upload left behind is on a bucket its system no longer names; not aborted",
+			"system", t.SystemOwner+":"+t.SystemID, "bucket", t.Bucket, "path", t.Name, "upload_id", t.UploadID)
+		return fmt.Errorf("upload %s on bucket %s: %w", t.UploadID, t.Bucket, store.ErrNotFound)
+	}
+	up, err := d.Storage.Resume(ctx, t.Name, t.UploadID, nil, storage.UploadOptions{})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return up.Abort(ctx)
 }
 
 // asSystemOwner runs fn on an FS of system owner:id as its owner, with write access to p
@@ -191,20 +228,28 @@ func (r *requestTemps) Creating(ctx context.Context, dir, name string) error {
 	if err := r.k.s.deps.Store.RecordTemp(ctx, t); err != nil {
 		return err
 	}
+	r.track(dir+"/"+name, id)
+	return nil
+}
+
+// track renews record id (of what key names) until untrack or finish.
+func (r *requestTemps) track(key, id string) {
 	r.mu.Lock()
-	r.ids[dir+"/"+name] = id
+	r.ids[key] = id
 	r.mu.Unlock()
 	r.k.mu.Lock()
 	r.k.live[id] = struct{}{}
 	r.k.mu.Unlock()
-	return nil
 }
 
 // Gone implements files.Temps: the record is forgotten with the next batch.
-func (r *requestTemps) Gone(dir, name string) {
+func (r *requestTemps) Gone(dir, name string) { r.untrack(dir + "/" + name) }
+
+// untrack forgets the record of what key names with the next batch.
+func (r *requestTemps) untrack(key string) {
 	r.mu.Lock()
-	id, ok := r.ids[dir+"/"+name]
-	delete(r.ids, dir+"/"+name)
+	id, ok := r.ids[key]
+	delete(r.ids, key)
 	r.mu.Unlock()
 	if !ok {
 		return
@@ -216,6 +261,28 @@ func (r *requestTemps) Gone(dir, name string) {
 	}
 	r.k.mu.Unlock()
 }
+
+// withUploads returns ctx recording the S3 multipart uploads started under it in this request's
+// records (s3.WithUploadRecorder).
+func (r *requestTemps) withUploads(ctx context.Context) context.Context {
+	return s3.WithUploadRecorder(ctx, r)
+}
+
+// Started implements s3.UploadRecorder: the record is committed before it returns, so before
+// the upload's first part is sent.
+func (r *requestTemps) Started(ctx context.Context, bucket, _, p, id string) error {
+	rid := rand.Text()
+	t := &store.TempFile{ID: rid, SystemOwner: r.owner, SystemID: r.system, Name: p, Bucket: bucket, UploadID: id,
+		LeaseUntil: time.Now().Add(r.k.lease)}
+	if err := r.k.s.deps.Store.RecordTemp(ctx, t); err != nil {
+		return err
+	}
+	r.track("upload:"+id, rid)
+	return nil
+}
+
+// Ended implements s3.UploadRecorder: the record is forgotten with the next batch.
+func (r *requestTemps) Ended(id string) { r.untrack("upload:" + id) }
 
 // finish stops renewing the records of names the request did not report gone: their leases
 // lapse and the sweep removes the names.

@@ -26,6 +26,7 @@ import (
 	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/store"
+	"github.com/sshapi/sshapi/internal/store/auditspool"
 	"github.com/sshapi/sshapi/internal/tlsfile"
 	"github.com/sshapi/sshapi/internal/transfer"
 	"github.com/sshapi/sshapi/internal/ui"
@@ -58,7 +59,8 @@ type Service struct {
 	ui       *ui.Server // nil when the web interface is disabled
 	uploads  *api.UploadSweeper
 	access   *access.Resolver
-	guardPG  *guard.Postgres // nil on SQLite
+	guardPG  *guard.Postgres   // nil on SQLite
+	spool    *auditspool.Spool // nil when http.audit_spool_dir is "off"
 	http     *http.Server
 	ln       net.Listener
 	served   chan error
@@ -187,6 +189,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.engine.Start(ctx); err != nil {
 		return fmt.Errorf("transfer engine: %w", err)
 	}
+	if err := s.openAuditSpool(ctx); err != nil {
+		return err
+	}
 	s.access.Start(ctx) // audit retention
 	s.jobs.Start()
 	s.uploads.Start(ctx)     // removes expired resumable uploads' part files
@@ -230,6 +235,30 @@ func (s *Service) Start(ctx context.Context) error {
 	return nil
 }
 
+// openAuditSpool opens this instance's audit spool (http.audit_spool_dir, by default under the
+// data directory), hands it to the API and starts draining what an earlier run left in it.
+func (s *Service) openAuditSpool(ctx context.Context) error {
+	dir := s.cfg.HTTP.AuditSpoolDir
+	if dir == "off" {
+		return nil
+	}
+	if dir == "" {
+		dir = filepath.Join(s.cfg.DataDir, "audit-spool")
+	}
+	limit := s.cfg.HTTP.AuditSpoolMax
+	if limit <= 0 {
+		limit = 100_000 // as api.Config's default
+	}
+	sp, err := auditspool.Open(auditspool.Config{Dir: dir, Max: limit}, s.db, s.log.With("component", "audit-spool"))
+	if err != nil {
+		return err
+	}
+	s.spool = sp
+	s.api.UseAuditSpool(sp)
+	sp.Start(ctx)
+	return nil
+}
+
 // Addr is the address the service listens on (useful with port 0).
 func (s *Service) Addr() string { return s.ln.Addr().String() }
 
@@ -249,6 +278,10 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.jobs.Stop()
 	s.uploads.Stop()
 	s.api.Temps().Stop()
+	if s.spool != nil {
+		s.spool.Stop()
+		_ = s.spool.Close()
+	}
 	if s.ui != nil {
 		s.ui.Stop()
 	}

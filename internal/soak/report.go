@@ -63,7 +63,9 @@ type Check struct {
 	TransfersMismatched   []string `json:"transfers_mismatched"`
 	AuditExpected         int      `json:"audit_expected"`
 	AuditMissing          []string `json:"audit_missing"`
-	AuditError            string   `json:"audit_error,omitempty"`
+	// AuditDuplicated are acknowledged actions with more than one entry.
+	AuditDuplicated []string `json:"audit_duplicated"`
+	AuditError      string   `json:"audit_error,omitempty"`
 	// Leftovers are the temporary files still on the servers once the load stopped and the
 	// instances had cleanupWait to sweep what failed requests left (a killed instance's upload,
 	// an upload whose SSH connection died).
@@ -193,6 +195,7 @@ func (rep *Report) Failures() []string {
 	add(len(c.TransfersMismatched), "succeeded transfers with different SHA-256 at the ends")
 	add(len(rep.TransferProblems), "acknowledged transfers that did not succeed")
 	add(len(c.AuditMissing), "audit entries missing")
+	add(len(c.AuditDuplicated), "audit entries duplicated")
 	add(len(c.Leftovers), "leftover .part files")
 	add(len(c.DiskFullBad), "writes into a full filesystem not refused cleanly")
 	add(len(rep.Unexpected5xx), "unexpected 5xx outside fault windows")
@@ -250,7 +253,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "| downloads and link downloads compared with their upload during the load | %d ops | %d |\n", rep.Overall.ByOp["download"]+rep.Overall.ByOp["link"], len(c.DownloadsCorrupt))
 	fmt.Fprintf(&b, "| acknowledged transfers succeeded | %d of %d | %d not succeeded |\n", c.TransfersSucceeded, c.TransfersAcknowledged, len(rep.TransferProblems))
 	fmt.Fprintf(&b, "| succeeded transfers, SHA-256 of both ends on disk | %d | %d differ |\n", c.TransfersSucceeded, len(c.TransfersMismatched))
-	fmt.Fprintf(&b, "| audit entries for acknowledged uploads, transfers, links and link downloads | %d | %d missing |\n", c.AuditExpected, len(c.AuditMissing))
+	fmt.Fprintf(&b, "| audit entries for acknowledged uploads, transfers, links and link downloads, each exactly once | %d | %d missing, %d duplicated |\n", c.AuditExpected, len(c.AuditMissing), len(c.AuditDuplicated))
 	fmt.Fprintf(&b, "| temporary `.*.sshapi-*.part` files of failed requests when the load stopped, removed by the instances within %.1f s | %d | %d left |\n",
 		c.CleanupSeconds, c.LeftoversAtStop, len(c.Leftovers))
 	if len(c.DiskFull) > 0 {

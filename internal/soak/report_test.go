@@ -92,3 +92,13 @@ func TestPartName(t *testing.T) {
 		}
 	}
 }
+
+// TestFailuresCountDuplicatedAudit: an acknowledged action with two audit entries (a spool
+// replayed twice) fails the run like a missing one.
+func TestFailuresCountDuplicatedAudit(t *testing.T) {
+	rep := &Report{Check: Check{AuditDuplicated: []string{"upload soak-up-1 /x (2 entries)"}}}
+	got := rep.Failures()
+	if len(got) != 1 || got[0] != "1 audit entries duplicated" {
+		t.Fatalf("failures %q, want the duplicated entry", got)
+	}
+}

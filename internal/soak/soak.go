@@ -990,23 +990,25 @@ func (r *run) verify(ctx context.Context) *Report {
 	if err != nil {
 		rep.Check.AuditError = err.Error()
 	}
-	for _, u := range r.uploads {
+	// Each request id is the soak's own, sent once: an acknowledged action has exactly one
+	// entry (more would be an audit spool replayed twice into the database).
+	expect := func(id, what string) {
 		rep.Check.AuditExpected++
-		if !ids[u.RequestID] {
-			rep.Check.AuditMissing = append(rep.Check.AuditMissing, "upload "+u.RequestID+" "+u.Path)
+		switch n := ids[id]; {
+		case n == 0:
+			rep.Check.AuditMissing = append(rep.Check.AuditMissing, what)
+		case n > 1:
+			rep.Check.AuditDuplicated = append(rep.Check.AuditDuplicated, fmt.Sprintf("%s (%d entries)", what, n))
 		}
+	}
+	for _, u := range r.uploads {
+		expect(u.RequestID, "upload "+u.RequestID+" "+u.Path)
 	}
 	for _, t := range r.transfers {
-		rep.Check.AuditExpected++
-		if !ids[t.RequestID] {
-			rep.Check.AuditMissing = append(rep.Check.AuditMissing, "transfer "+t.RequestID+" "+t.ID)
-		}
+		expect(t.RequestID, "transfer "+t.RequestID+" "+t.ID)
 	}
 	for _, id := range r.linkAudit {
-		rep.Check.AuditExpected++
-		if !ids[id] {
-			rep.Check.AuditMissing = append(rep.Check.AuditMissing, "link "+id)
-		}
+		expect(id, "link "+id)
 	}
 	r.checkDiskFull(ctx, rep)
 	// Temporary files of failed requests (an upload in flight at a SIGKILL, one whose SSH
@@ -1040,9 +1042,9 @@ func (r *run) readBack(ctx context.Context, p string) (string, error) {
 	return "", last
 }
 
-// auditIDs pages through GET /v1/audit and returns the request ids seen.
-func (r *run) auditIDs(ctx context.Context) (map[string]bool, error) {
-	ids := map[string]bool{}
+// auditIDs pages through GET /v1/audit and returns how many entries each request id has.
+func (r *run) auditIDs(ctx context.Context) (map[string]int, error) {
+	ids := map[string]int{}
 	before := int64(0)
 	for {
 		path := "/v1/audit?limit=1000"
@@ -1060,7 +1062,7 @@ func (r *run) auditIDs(ctx context.Context) (map[string]bool, error) {
 			return ids, fmt.Errorf("GET %s: %d %v", path, st, err)
 		}
 		for _, e := range out.Entries {
-			ids[e.RequestID] = true
+			ids[e.RequestID]++
 		}
 		if out.NextBefore == 0 {
 			return ids, nil

@@ -192,7 +192,8 @@ type AccessStore interface {
 	// UseLink counts one use atomically and returns the link after it, or ErrNotFound when it
 	// is missing, expired or exhausted.
 	UseLink(ctx context.Context, p *LinkUseParams) (*Link, error)
-	// AppendAuditBatch records p.Entries atomically, in order.
+	// AppendAuditBatch records p.Entries atomically, in order, skipping those whose ID is
+	// stored already.
 	AppendAuditBatch(ctx context.Context, p *AuditAppendParams) error
 	// QueryAudit returns audit entries per p.
 	QueryAudit(ctx context.Context, p *AuditQueryParams) ([]AuditEntry, error)

@@ -140,6 +140,10 @@ type AuditEntry struct {
 	Bytes int64
 	// RequestID and LinkID tie the entry to a request and a link.
 	RequestID, LinkID string
+	// ID, when set, makes appending idempotent: an entry whose ID is stored already is not
+	// stored again (an entry replayed from an audit spool, or retried after a commit whose
+	// answer was lost). Empty means no such check.
+	ID string
 }
 
 // Store persists systems, credentials and the audit log. Implementations are

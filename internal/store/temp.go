@@ -6,7 +6,8 @@ import (
 )
 
 // TempFile is a temporary name a request is writing on a system (an upload's part file, an
-// archive being built, an extraction directory), recorded before it exists. While the request
+// archive being built, an extraction directory), recorded before it exists; or, on an S3
+// system, a multipart upload a request is sending (UploadID set), recorded before its parts go. While the request
 // runs, its instance keeps renewing LeaseUntil; a record whose lease has lapsed belongs to a
 // request that ended without removing its temporary name (its instance was killed, its SSH
 // connection was lost) and may be removed by any instance.
@@ -16,8 +17,12 @@ type TempFile struct {
 	// SystemOwner and SystemID name the system; the temporary name is removed with the owner's
 	// credential.
 	SystemOwner, SystemID string
-	// Dir is the absolute directory and Name the temporary name in it.
+	// Dir is the absolute directory and Name the temporary name in it. For a multipart upload
+	// Dir is empty and Name is the path in the system the upload would become.
 	Dir, Name string
+	// Bucket and UploadID name an S3 multipart upload (empty for a temporary name): a lapsed
+	// one is aborted rather than removed.
+	Bucket, UploadID string
 	// CreatedAt is set by RecordTemp; LeaseUntil is when the record may be claimed.
 	CreatedAt, LeaseUntil time.Time
 }

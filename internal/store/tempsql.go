@@ -43,7 +43,7 @@ func Rebind(q string) string {
 }
 
 // SQLTemps implements TempStore once for every driver over a Querier. The table is temp_files
-// (migration 0007 of each driver, with the same columns and types).
+// (migrations 0007 and 0009 of each driver, with the same columns and types).
 type SQLTemps struct {
 	// Q runs the queries.
 	Q Querier
@@ -51,7 +51,7 @@ type SQLTemps struct {
 
 var _ TempStore = SQLTemps{}
 
-const tempColumns = `id, system_owner, system_id, dir, name, created_at, lease_until`
+const tempColumns = `id, system_owner, system_id, dir, name, created_at, lease_until, bucket, upload_id`
 
 // RecordTemp implements TempStore.
 func (s SQLTemps) RecordTemp(ctx context.Context, t *TempFile) error {
@@ -59,8 +59,8 @@ func (s SQLTemps) RecordTemp(ctx context.Context, t *TempFile) error {
 		return err
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	_, err := s.Q.Exec(ctx, `INSERT INTO temp_files (`+tempColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		t.ID, t.SystemOwner, t.SystemID, t.Dir, t.Name, now.UnixMicro(), t.LeaseUntil.UnixMicro())
+	_, err := s.Q.Exec(ctx, `INSERT INTO temp_files (`+tempColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.SystemOwner, t.SystemID, t.Dir, t.Name, now.UnixMicro(), t.LeaseUntil.UnixMicro(), t.Bucket, t.UploadID)
 	if s.Q.IsConflict(err) {
 		return fmt.Errorf("temp file %s: %w", t.ID, ErrConflict)
 	}
@@ -107,7 +107,7 @@ func (s SQLTemps) ClaimTemps(ctx context.Context, now, until time.Time, limit in
 		func(scan func(...any) error) error {
 			var t TempFile
 			var created, lease int64
-			if err := scan(&t.ID, &t.SystemOwner, &t.SystemID, &t.Dir, &t.Name, &created, &lease); err != nil {
+			if err := scan(&t.ID, &t.SystemOwner, &t.SystemID, &t.Dir, &t.Name, &created, &lease, &t.Bucket, &t.UploadID); err != nil {
 				return err
 			}
 			t.CreatedAt, t.LeaseUntil = time.UnixMicro(created).UTC(), time.UnixMicro(lease).UTC()

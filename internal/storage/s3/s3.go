@@ -11,7 +11,9 @@
 // Uploads are multipart uploads; a part carries its SHA-256 (x-amz-checksum-sha256) so the
 // server refuses a part whose bytes changed on the way (400 BadDigest), and the object appears
 // only when the upload is completed. Abort, or a failed Commit, aborts the multipart upload, so
-// no parts are left behind. A part is held in memory while it is sent (SigV4 over plain HTTP
+// no parts are left behind. A process killed mid-upload cannot abort: a context carrying an
+// UploadRecorder (WithUploadRecorder) has each multipart upload recorded, durably, before its
+// first part is sent, so that whoever keeps the records aborts it later. A part is held in memory while it is sent (SigV4 over plain HTTP
 // needs a seekable body): memory is the part size times the parts in flight, which the caller
 // bounds.
 //
@@ -303,6 +305,8 @@ type upload struct {
 	// whole holds the object of an upload whose first part is all of it (its Size) and that
 	// has no multipart upload id: Commit stores it with one PutObject.
 	whole []byte
+	// rec recorded the multipart upload (see WithUploadRecorder); told when it ends.
+	rec UploadRecorder
 }
 
 // part is a finished part: what CompleteMultipartUpload needs and what Parts reports.
@@ -326,8 +330,27 @@ func (u *upload) start(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", u.b.classify("upload", u.p, err)
 	}
-	u.id = aws.ToString(out.UploadId)
+	id := aws.ToString(out.UploadId)
+	if rec := recorderOf(ctx); rec != nil {
+		if err := rec.Started(ctx, u.b.bucket, u.key, u.p, id); err != nil {
+			_, _ = u.b.c.AbortMultipartUpload(context.WithoutCancel(ctx), &s3.AbortMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key, UploadId: &id})
+			return "", fmt.Errorf("upload %s: record the multipart upload: %w", u.p, err)
+		}
+		u.rec = rec
+	}
+	u.id = id
 	return u.id, nil
+}
+
+// ended tells the recorder, if any, that the multipart upload is gone.
+func (u *upload) ended() {
+	u.mu.Lock()
+	rec, id := u.rec, u.id
+	u.rec = nil
+	u.mu.Unlock()
+	if rec != nil {
+		rec.Ended(id)
+	}
 }
 
 // ID implements storage.Upload: the multipart upload id, created now if needed (a small
@@ -514,6 +537,7 @@ func (u *upload) Commit(ctx context.Context) (*storage.Entry, error) {
 	u.mu.Lock()
 	u.done = true
 	u.mu.Unlock()
+	u.ended()
 	e, err := u.b.Stat(ctx, u.p)
 	if err != nil {
 		return nil, err
@@ -535,7 +559,10 @@ func (u *upload) Abort(ctx context.Context) error {
 	}
 	_, err := u.b.c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key, UploadId: &id})
 	if err = u.b.classify("abort", u.p, err); errors.Is(err, fs.ErrNotExist) {
-		return nil
+		err = nil
+	}
+	if err == nil {
+		u.ended() // otherwise its record lapses and the sweep aborts it
 	}
 	return err
 }

@@ -313,9 +313,9 @@ func (d *DB) AppendAuditBatch(ctx context.Context, p *store.AuditAppendParams) e
 		if e.Time.IsZero() {
 			t = now()
 		}
-		b.Queue(`INSERT INTO audit_log (time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, t, e.Owner, e.Action, e.SystemID, e.Detail,
-			e.SystemOwner, nonNilStrings(e.Paths), e.Status, e.Bytes, e.RequestID, e.LinkID)
+		b.Queue(`INSERT INTO audit_log (time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id, entry_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (entry_id) DO NOTHING`, t, e.Owner, e.Action, e.SystemID, e.Detail,
+			e.SystemOwner, nonNilStrings(e.Paths), e.Status, e.Bytes, e.RequestID, e.LinkID, entryID(e.ID))
 	}
 	if b.Len() == 0 {
 		return nil
@@ -332,6 +332,14 @@ func (d *DB) AppendAuditBatch(ctx context.Context, p *store.AuditAppendParams) e
 		return fmt.Errorf("postgres: append audit: %w", err)
 	}
 	return nil
+}
+
+// entryID is an audit entry's id as stored: NULL when it has none.
+func entryID(id string) *string {
+	if id == "" {
+		return nil
+	}
+	return &id
 }
 
 // ListAudit implements store.Store.

@@ -403,9 +403,13 @@ func appendAudit(ctx context.Context, db execer, e store.AuditEntry) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: append audit: %w", err)
 	}
-	_, err = db.ExecContext(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.UnixMicro(), e.Owner, e.Action, e.SystemID, e.Detail,
-		e.SystemOwner, string(paths), e.Status, e.Bytes, e.RequestID, e.LinkID)
+	var id any // NULL when the entry has no id
+	if e.ID != "" {
+		id = e.ID
+	}
+	_, err = db.ExecContext(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id, entry_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (entry_id) DO NOTHING`, t.UnixMicro(), e.Owner, e.Action, e.SystemID, e.Detail,
+		e.SystemOwner, string(paths), e.Status, e.Bytes, e.RequestID, e.LinkID, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: append audit: %w", err)
 	}

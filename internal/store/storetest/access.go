@@ -328,6 +328,17 @@ func testAuditBatch(t *testing.T, s store.Store) {
 	if got, _ := s.QueryAudit(ctx, &store.AuditQueryParams{Principal: "a"}); len(got) != 3 {
 		t.Fatalf("a refused batch wrote %d entries", len(got)-3)
 	}
+	// Entries with an id are stored once however often they are appended (a spool replayed
+	// after a crash); entries without one are not compared.
+	withID := []store.AuditEntry{{Owner: "b", Action: "x", ID: "e1"}, {Owner: "b", Action: "x", ID: "e2"}, {Owner: "b", Action: "x"}}
+	for range 3 {
+		if err := s.AppendAuditBatch(ctx, &store.AuditAppendParams{Entries: withID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := s.QueryAudit(ctx, &store.AuditQueryParams{Principal: "b"}); len(got) != 2+3 {
+		t.Fatalf("3 appends of 2 entries with ids and 1 without stored %d entries, want 5", len(got))
+	}
 }
 
 // testCreateLimit: creates given a Max, racing on several systems at once, leave exactly Max

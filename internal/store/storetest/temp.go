@@ -78,4 +78,14 @@ func testTemps(t *testing.T, s store.Store) {
 	if got, err := s.ClaimTemps(ctx, now.Add(24*time.Hour), now.Add(25*time.Hour), 10); err != nil || len(got) != 0 {
 		t.Fatalf("forgotten records claimed: %+v %v", got, err)
 	}
+	// A multipart upload's record keeps its bucket and upload id.
+	up := &store.TempFile{ID: "mpu", SystemOwner: "alice", SystemID: "s3", Name: "/d/f", Bucket: "b1", UploadID: "u-123",
+		LeaseUntil: now.Add(-time.Second)}
+	if err := s.RecordTemp(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ClaimTemps(ctx, now, now.Add(time.Hour), 10); err != nil || len(got) != 1 || got[0].Bucket != "b1" ||
+		got[0].UploadID != "u-123" || got[0].Name != "/d/f" || got[0].Dir != "" {
+		t.Fatalf("claimed upload record %+v %v", got, err)
+	}
 }
