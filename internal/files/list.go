@@ -71,6 +71,13 @@ type ListOptions struct {
 	Sort SortKey
 	// Desc reverses the order.
 	Desc bool
+	// Snapshots, when set, keeps a large directory's listing for the next pages and orders
+	// (see listsnap.go), for callers with the same SnapshotID: the connection identity the
+	// listing runs as (system and credential). SnapshotOwner is the share its memory is
+	// charged to. Recursive listings are never kept.
+	Snapshots     *Snapshots
+	SnapshotID    string
+	SnapshotOwner string
 }
 
 // Listing is one page of a directory listing.
@@ -115,12 +122,34 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	if opts.After != "" && (opts.Desc || (opts.Sort != "" && opts.Sort != SortName)) {
 		return nil, newErr(op, p, ErrInvalid, errors.New("after pages a listing sorted by name ascending only"))
 	}
+	var b *builder
+	if opts.Snapshots != nil && opts.SnapshotID != "" && !opts.Recursive {
+		l, nb, err := f.fromSnapshot(ctx, dir, opts)
+		if l != nil || err != nil {
+			return l, err
+		}
+		b = nb
+	}
 	l := &Listing{Path: dir}
 	top := newSortedTopK(window, opts.After, opts.Sort, opts.Desc)
+	add := top.add
+	if b != nil {
+		add = func(d *dirent, name []byte, abs string) {
+			top.add(d, name, abs)
+			b.add(d, name, abs)
+		}
+	}
 	if opts.Recursive {
-		err = f.walkList(ctx, dir, opts, top.add)
+		err = f.walkList(ctx, dir, opts, add)
 	} else {
-		err = f.eachEntry(ctx, op, dir, "", opts, top.add)
+		err = f.eachEntry(ctx, op, dir, "", opts, add)
+	}
+	if b != nil {
+		if err == nil && top.total >= snapshotMinEntries {
+			b.finish()
+		} else {
+			b.abandon()
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -135,6 +164,36 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 		return nil, wrap(op, dir, err)
 	}
 	return l, nil
+}
+
+// snapshotMinEntries: a directory with fewer entries is listed again for every page rather
+// than kept (listing it costs about what one page does).
+const snapshotMinEntries = 2000
+
+// fromSnapshot answers the page opts asks for of directory dir from opts.Snapshots when it
+// holds a listing that may be served (see listsnap.go). Otherwise it returns a builder to
+// collect this listing with (nil when the directory is small or changed too recently).
+func (f *FS) fromSnapshot(ctx context.Context, dir string, opts ListOptions) (*Listing, *builder, error) {
+	if err := checkCtx(ctx, "list", dir); err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.c.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return nil, nil, nil // List reports it as it always has
+	}
+	k := snapKey{id: opts.SnapshotID, dir: dir, pattern: opts.Pattern, hidden: opts.ShowHidden}
+	stamp := dirStamp{mtime: fi.ModTime().Unix(), size: fi.Size()}
+	if sn := opts.Snapshots.lookup(k, stamp); sn != nil {
+		l := snapshotPage(sn, dir, opts)
+		if err := f.readLinks(ctx, l.Entries); err != nil {
+			return nil, nil, wrap("list", dir, err)
+		}
+		return l, nil, nil
+	}
+	if fi.Size() <= f.opts.StreamDirBytes && f.opts.StreamDirBytes > 0 {
+		return nil, nil, nil // small: read whole, in one go, every time
+	}
+	return nil, opts.Snapshots.newBuilder(k, opts.SnapshotOwner, stamp), nil
 }
 
 // eachEntry calls fn for every entry of directory dir that passes opts' filters, each named
