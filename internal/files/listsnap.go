@@ -126,6 +126,9 @@ type snapshot struct {
 	owner string
 	bytes int64
 	used  time.Time // last served, for LRU eviction (guarded by Snapshots.mu)
+	// partial: entries were read by name and type only (a listing in name order), so the
+	// snapshot serves name order only, each page's entries stat'ed as it is cut.
+	partial bool
 
 	once   [3]sync.Once
 	orders [3][]int32 // ascending orders by name, size, time
@@ -148,8 +151,9 @@ func (sn *snapshot) order(by SortKey) []int32 {
 	return sn.orders[i]
 }
 
-// lookup returns the snapshot for k if it may be served with the directory's current stamp.
-func (s *Snapshots) lookup(k snapKey, stamp dirStamp) *snapshot {
+// lookup returns the snapshot for k if it may be served with the directory's current stamp
+// in order by.
+func (s *Snapshots) lookup(k snapKey, stamp dirStamp, by SortKey) *snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expireLocked()
@@ -160,6 +164,9 @@ func (s *Snapshots) lookup(k snapKey, stamp dirStamp) *snapshot {
 	if sn.stamp != stamp || sn.gen != s.gens[k.id] || sn.reset != s.resets {
 		s.dropLocked(k, sn)
 		return nil
+	}
+	if sn.partial && by != "" && by != SortName {
+		return nil // listed again in full, which then replaces it
 	}
 	sn.used = s.now()
 	return sn
@@ -178,6 +185,7 @@ type builder struct {
 	t        *topK
 	reserved int64
 	failed   bool
+	partial  bool
 }
 
 // recordBytes is a record's size in memory plus its three order indexes.
@@ -220,6 +228,7 @@ func (b *builder) add(d *dirent, name []byte, abs string) {
 		b.reserved += n
 	}
 	b.t.add(d, name, abs)
+	b.partial = b.partial || d.st.Mode&modeUnknown != 0
 	if b.t.total > MaxRecursiveEntries {
 		b.abandon()
 	}
@@ -248,7 +257,7 @@ func (b *builder) finish() *snapshot {
 	if old := s.m[b.k]; old != nil {
 		s.dropLocked(b.k, old)
 	}
-	sn := &snapshot{t: b.t, stamp: b.stamp, start: b.start, gen: b.gen, reset: b.reset, owner: b.owner, bytes: b.reserved, used: s.now()}
+	sn := &snapshot{t: b.t, stamp: b.stamp, start: b.start, gen: b.gen, reset: b.reset, owner: b.owner, bytes: b.reserved, used: s.now(), partial: b.partial}
 	s.m[b.k] = sn
 	return sn
 }

@@ -248,10 +248,12 @@ func (t *topK) entries(dir string, order []int32) []Entry {
 		} else {
 			e.Path = cut(len(prefix) + int(r.name.n))
 		}
-		m := toFileMode(r.mode)
+		m := toFileMode(r.mode &^ modeUnknown)
 		e.Type = typeOf(m)
 		e.Size = int64(r.size)
-		e.Mode = modeString(m)
+		if r.mode&modeUnknown == 0 {
+			e.Mode = modeString(m)
+		} // else "": FS.fillAttrs reads them
 		e.ModTime = time.Unix(int64(r.time), 0).UTC()
 		e.UID, e.GID = r.uid, r.gid
 	}
