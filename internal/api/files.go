@@ -85,6 +85,9 @@ func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys
 		fsys := files.New(client, command.Exec{Pool: s.deps.Pool, Target: t}, files.Options{RootDir: sys.RootDir, Within: d.Within,
 			Home: home, StreamDirBytes: max(s.cfg.ListStreamDirBytes, 0), ListCommand: !s.cfg.ListSFTPOnly, Tools: s.tools.For(t.Key), Temps: temps})
 		err = fn(fsys, t, client)
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			s.listSnaps.Invalidate(snapshotID(t)) // after the write: see files' listsnap.go
+		}
 		if home == "" {
 			if h, ok := fsys.KnownHome(); ok {
 				s.homes.Store(t.Key, h)
@@ -245,7 +248,10 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
 	if opts.Sort, opts.Desc, err = listSort(r); err != nil {
 		return err
 	}
-	return s.fsCall(r, false, true, func(fsys *files.FS) error {
+	// fsCallWith re-runs the access decision and List the path's confinement on every page;
+	// a kept listing is only ever one the same system and credential made (see listsnap.go).
+	return s.fsCallWith(r, false, true, func(fsys *files.FS, t sshpool.Target, _ *sftp.Client) error {
+		opts.Snapshots, opts.SnapshotID, opts.SnapshotOwner = s.listSnaps, snapshotID(t), snapshotOwner(t)
 		l, err := fsys.List(r.Context(), urlPath(r), opts)
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/sshpool"
 )
 
 // listSort reads the sort and order query parameters of a directory listing. The server sorts
@@ -41,4 +42,19 @@ func objectListSort(r *http.Request) error {
 		return badField("sort", "an S3 system lists in name order only (sort=name, order=asc)")
 	}
 	return nil
+}
+
+// snapshotID is the identity kept directory listings are shared under: the system and the
+// remote account and credential version the listing ran as.
+func snapshotID(t sshpool.Target) string {
+	return t.Key.System + "\x00" + t.Key.User + "\x00" + t.Key.Credential
+}
+
+// snapshotOwner is the share a kept listing's memory is charged to: the pool's owner of the
+// connection (the system when the pool names none), as sshpool counts connections.
+func snapshotOwner(t sshpool.Target) string {
+	if t.Key.Owner != "" {
+		return t.Key.Owner
+	}
+	return t.Key.System
 }

@@ -103,6 +103,14 @@ type Config struct {
 	// by default one `find -printf` on the server lists them, falling back to SFTP where GNU
 	// find is missing.
 	ListSFTPOnly bool `yaml:"list_sftp_only" env:"LIST_SFTP_ONLY"`
+	// ListSnapshotBytes is the memory kept listings of large directories may hold, so their
+	// next pages and other orders need no new listing (default 128 MiB; -1 keeps none);
+	// ListSnapshotBytesPerOwner one system owner's share of it (default a quarter) and
+	// ListSnapshotTTL how long one is served at most (default 15s; see package files,
+	// listsnap.go, for what else ends one).
+	ListSnapshotBytes         int64         `yaml:"list_snapshot_bytes" env:"LIST_SNAPSHOT_BYTES"`
+	ListSnapshotBytesPerOwner int64         `yaml:"list_snapshot_bytes_per_owner" env:"LIST_SNAPSHOT_BYTES_PER_OWNER"`
+	ListSnapshotTTL           time.Duration `yaml:"list_snapshot_ttl" env:"LIST_SNAPSHOT_TTL"`
 	// TusMaxSize is the largest resumable upload, in bytes (Tus-Max-Size; default 1 TiB).
 	TusMaxSize int64 `yaml:"tus_max_size" env:"TUS_MAX_SIZE"`
 	// TusMaxOpenPerOwner bounds each user's unfinished resumable uploads (default 100) and
@@ -164,6 +172,11 @@ func (c Config) withDefaults() Config {
 	if c.ListStreamDirBytes == 0 {
 		c.ListStreamDirBytes = 64 << 10
 	}
+	if c.ListSnapshotBytes == 0 {
+		c.ListSnapshotBytes = 128 << 20
+	}
+	setDefault(&c.ListSnapshotBytesPerOwner, max(c.ListSnapshotBytes/4, 0))
+	setDefault(&c.ListSnapshotTTL, 15*time.Second)
 	return c
 }
 
@@ -174,10 +187,11 @@ func setDefault[T int | int64 | time.Duration](v *T, def T) {
 }
 
 // BudgetBytes is the memory the HTTP layer's byte budgets may hold at once with this
-// configuration: buffered command output and download (and striped upload) buffers.
+// configuration: buffered command output, download (and striped upload) buffers and kept
+// directory listings.
 func (c Config) BudgetBytes() int64 {
 	c = c.withDefaults()
-	return c.CommandOutputBudgetBytes + c.DownloadBufferBudgetBytes
+	return c.CommandOutputBudgetBytes + c.DownloadBufferBudgetBytes + max(c.ListSnapshotBytes, 0)
 }
 
 // Validate checks limits that contradict each other.
@@ -263,12 +277,13 @@ type Server struct {
 
 	tools toolsCache // what checksums learned of each server's openssl, by pool key
 
-	keySlots  *slot.Pool      // submitted private keys being parsed, with each user's share (keyparse.go)
-	outputs   *command.Budget // buffered command output, server-wide
-	downloads *slot.Pool      // download read-ahead buffers, in bytes, with each user's share
-	dlBufs    sync.Pool       // *bufio.Reader of DownloadBufferBytes
-	limits    *limits         // per-owner shares
-	temps     *TempKeeper     // records of temporary names being written (temps.go)
+	keySlots  *slot.Pool       // submitted private keys being parsed, with each user's share (keyparse.go)
+	outputs   *command.Budget  // buffered command output, server-wide
+	downloads *slot.Pool       // download read-ahead buffers, in bytes, with each user's share
+	dlBufs    sync.Pool        // *bufio.Reader of DownloadBufferBytes
+	limits    *limits          // per-owner shares
+	temps     *TempKeeper      // records of temporary names being written (temps.go)
+	listSnaps *files.Snapshots // kept listings of large directories (nil: none)
 
 	listenURL atomic.Pointer[string] // the base of handed-out URLs when Config.PublicURL is unset
 }
@@ -330,6 +345,7 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s.limits = newLimits(cfg.OwnerLimits)
 	s.temps = newTempKeeper(s)
+	s.listSnaps = files.NewSnapshots(files.SnapshotConfig{Bytes: cfg.ListSnapshotBytes, PerOwnerBytes: cfg.ListSnapshotBytesPerOwner, TTL: cfg.ListSnapshotTTL})
 	s.loads = slot.New(maxConcurrentLoads, int64(s.limits.maxLoadsPerOwner))
 	s.reqDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sshapi_http_request_duration_seconds",

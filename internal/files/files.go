@@ -10,6 +10,14 @@
 // Failures are *Error values whose Kind is one of the package's sentinels (ErrNotEmpty,
 // ErrOutsideRoot, ...) or fs.ErrNotExist, fs.ErrPermission, fs.ErrExist, so that a caller maps
 // them to status codes with errors.Is.
+//
+// Listings of large directories can be kept between pages (Snapshots, ListOptions.Snapshots).
+// A kept listing is served only after the caller has authorized and confined the page as any
+// other, only to callers listing as the same system and credential, and only while the
+// directory's mtime and size are those taken before it was listed, no write through the API on
+// that system has completed since (Snapshots.Invalidate) and its TTL has not passed: entries
+// created, removed or renamed show at the next page; an entry's own attributes changed outside
+// the API show within the TTL. listsnap.go gives the reasoning.
 package files
 
 import (

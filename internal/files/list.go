@@ -71,6 +71,15 @@ type ListOptions struct {
 	Sort SortKey
 	// Desc reverses the order.
 	Desc bool
+	// Snapshots, when set, keeps a large directory's listing for the next pages and orders
+	// (see listsnap.go), for callers with the same SnapshotID: the connection identity the
+	// listing runs as (system and credential). SnapshotOwner is the share its memory is
+	// charged to. Recursive listings are never kept.
+	Snapshots     *Snapshots
+	SnapshotID    string
+	SnapshotOwner string
+
+	namesOnly bool // entries may be read without their attributes (see FS.fillAttrs)
 }
 
 // Listing is one page of a directory listing.
@@ -115,12 +124,36 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	if opts.After != "" && (opts.Desc || (opts.Sort != "" && opts.Sort != SortName)) {
 		return nil, newErr(op, p, ErrInvalid, errors.New("after pages a listing sorted by name ascending only"))
 	}
+	var b *builder
+	if opts.Snapshots != nil && opts.SnapshotID != "" && !opts.Recursive {
+		l, nb, err := f.fromSnapshot(ctx, dir, opts)
+		if l != nil || err != nil {
+			return l, err
+		}
+		b = nb
+	}
 	l := &Listing{Path: dir}
 	top := newSortedTopK(window, opts.After, opts.Sort, opts.Desc)
+	add := top.add
+	if b != nil {
+		add = func(d *dirent, name []byte, abs string) {
+			top.add(d, name, abs)
+			b.add(d, name, abs)
+		}
+	}
 	if opts.Recursive {
-		err = f.walkList(ctx, dir, opts, top.add)
+		err = f.walkList(ctx, dir, opts, add)
 	} else {
-		err = f.eachEntry(ctx, op, dir, "", opts, top.add)
+		// In name order the names alone choose the page; only its entries are stat'ed.
+		opts.namesOnly = opts.Sort == "" || opts.Sort == SortName
+		err = f.eachEntry(ctx, op, dir, "", opts, add)
+	}
+	if b != nil {
+		if err == nil && top.total >= snapshotMinEntries {
+			b.finish()
+		} else {
+			b.abandon()
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -131,10 +164,77 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 		l.NextOffset = opts.Offset + len(l.Entries)
 		l.NextAfter = l.Entries[len(l.Entries)-1].Name
 	}
+	if err := f.fillAttrs(ctx, l.Entries); err != nil {
+		return nil, wrap(op, dir, err)
+	}
 	if err := f.readLinks(ctx, l.Entries); err != nil {
 		return nil, wrap(op, dir, err)
 	}
 	return l, nil
+}
+
+// fillAttrs lstats, concurrently, the entries listed by name and type only (Mode ""). An
+// entry gone meanwhile keeps its name and type, with zero attributes.
+func (f *FS) fillAttrs(ctx context.Context, entries []Entry) error {
+	var idx []int
+	for i := range entries {
+		if entries[i].Mode == "" {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	return forEach(ctx, min(attrWorkers, len(idx)), idx, func(i int) error {
+		e := &entries[i]
+		fi, err := f.c.Lstat(e.Path)
+		if errors.Is(err, fs.ErrNotExist) {
+			e.Mode = modeString(0)
+			return nil
+		}
+		if err != nil {
+			return wrap("lstat", e.Path, err)
+		}
+		*e = entryFromInfo(e.Path, e.Name, fi)
+		return nil
+	})
+}
+
+// attrWorkers bounds the concurrent lstat requests of one page (SFTP pipelines them on one
+// channel: a 200-entry page costs about one round trip per 200/attrWorkers).
+const attrWorkers = 128
+
+// snapshotMinEntries: a directory with fewer entries is listed again for every page rather
+// than kept (listing it costs about what one page does).
+const snapshotMinEntries = 2000
+
+// fromSnapshot answers the page opts asks for of directory dir from opts.Snapshots when it
+// holds a listing that may be served (see listsnap.go). Otherwise it returns a builder to
+// collect this listing with (nil when the directory is small or changed too recently).
+func (f *FS) fromSnapshot(ctx context.Context, dir string, opts ListOptions) (*Listing, *builder, error) {
+	if err := checkCtx(ctx, "list", dir); err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.c.Stat(dir)
+	if err != nil || !fi.IsDir() {
+		return nil, nil, nil // List reports it as it always has
+	}
+	k := snapKey{id: opts.SnapshotID, dir: dir, pattern: opts.Pattern, hidden: opts.ShowHidden}
+	stamp := dirStamp{mtime: fi.ModTime().Unix(), size: fi.Size()}
+	if sn := opts.Snapshots.lookup(k, stamp, opts.Sort); sn != nil {
+		l := snapshotPage(sn, dir, opts)
+		if err := f.fillAttrs(ctx, l.Entries); err != nil {
+			return nil, nil, wrap("list", dir, err)
+		}
+		if err := f.readLinks(ctx, l.Entries); err != nil {
+			return nil, nil, wrap("list", dir, err)
+		}
+		return l, nil, nil
+	}
+	if fi.Size() <= f.opts.StreamDirBytes && f.opts.StreamDirBytes > 0 {
+		return nil, nil, nil // small: read whole, in one go, every time
+	}
+	return nil, opts.Snapshots.newBuilder(k, opts.SnapshotOwner, stamp), nil
 }
 
 // eachEntry calls fn for every entry of directory dir that passes opts' filters, each named
@@ -142,7 +242,7 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 // (see topK.add).
 func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOptions, fn func(d *dirent, name []byte, abs string)) error {
 	var named []byte
-	return f.eachDirent(ctx, op, dir, func(d *dirent) error {
+	return f.eachDirentOf(ctx, op, dir, opts.namesOnly, func(d *dirent) error {
 		if !opts.ShowHidden && len(d.name) > 0 && d.name[0] == '.' {
 			return nil
 		}
@@ -247,6 +347,12 @@ func (f *FS) eachInfo(ctx context.Context, op, dir string, fn func(os.FileInfo) 
 // on an SFTP channel of its own when the Runner can open one (memory: one batch); a smaller
 // one with one ReadDir on the shared channel.
 func (f *FS) eachDirent(ctx context.Context, op, dir string, fn func(*dirent) error) error {
+	return f.eachDirentOf(ctx, op, dir, false, fn)
+}
+
+// eachDirentOf is eachDirent; with namesOnly, entries may come with their name and file type
+// only (modeUnknown set in st.Mode) when that is cheaper to read.
+func (f *FS) eachDirentOf(ctx context.Context, op, dir string, namesOnly bool, fn func(*dirent) error) error {
 	ch, streams := f.run.(Channels)
 	if !streams || f.opts.StreamDirBytes > 0 {
 		infos, big, wait, err := f.readSmallDir(ctx, dir, streams)
@@ -268,7 +374,7 @@ func (f *FS) eachDirent(ctx context.Context, op, dir string, fn func(*dirent) er
 		}
 	}
 	if f.opts.ListCommand {
-		err := f.findDirents(ctx, dir, fn)
+		err := f.findDirents(ctx, dir, namesOnly, fn)
 		if !errors.Is(err, errFindUnusable) {
 			if err != nil && ctx.Err() == nil {
 				return f.dirErr(ctx, op, dir, err)

@@ -21,6 +21,16 @@ import (
 // findFields is the number of fields findFormat prints per entry.
 const findFields = 7
 
+// findNamesFormat prints an entry's name and type letter only: what a page in name order
+// needs to choose its entries. find then needs no lstat where the directory entry carries its
+// type (d_type), and prints a quarter of the bytes; the page's own entries are stat'ed after
+// (FS.fillAttrs).
+const findNamesFormat = `%f\0%y\0`
+
+// modeUnknown marks, in a dirent's or record's st_mode, an entry whose attributes were not
+// read (only its name and file type): SFTP's st_mode uses the low 16 bits.
+const modeUnknown = 1 << 31
+
 // findFormat: name, type letter and octal mode, size, mtime (seconds since the epoch),
 // uid, gid, symlink target (empty unless a symlink).
 const findFormat = `%f\0%y%m\0%s\0%T@\0%U\0%G\0%l\0`
@@ -58,13 +68,19 @@ var errFindUnusable = errors.New("find -printf unusable")
 // findDirents lists directory dir with one `find -printf` on the server, calling fn for each
 // entry (with its symlink target). It returns errFindUnusable when fn was never called (no GNU
 // find, unreadable or empty directory, not a directory, no command runner).
-func (f *FS) findDirents(ctx context.Context, dir string, fn func(*dirent) error) error {
+//
+// With namesOnly, entries carry their name and file type only (modeUnknown set).
+func (f *FS) findDirents(ctx context.Context, dir string, namesOnly bool, fn func(*dirent) error) error {
 	if f.run == nil {
 		return errFindUnusable
 	}
-	p := &findParser{fn: fn}
+	p := &findParser{fn: fn, namesOnly: namesOnly}
 	stderr := &cappedBuffer{max: maxCommandOutput}
-	argv := []string{"find", "-H", dir, "-mindepth", "1", "-maxdepth", "1", "-printf", findFormat}
+	format := findFormat
+	if namesOnly {
+		format = findNamesFormat
+	}
+	argv := []string{"find", "-H", dir, "-mindepth", "1", "-maxdepth", "1", "-printf", format}
 	status, err := f.run.Run(ctx, shell.Command(append([]string{"stdbuf", "-o" + findBuffer}, argv...)...), nil, p, stderr)
 	if err == nil && status == 127 && p.entries == 0 && ctx.Err() == nil {
 		// No stdbuf (busybox systems with GNU findutils): find as it is.
@@ -103,6 +119,8 @@ type findParser struct {
 	d       dirent // the entry handed to fn
 	entries int    // entries handed to fn
 	err     error  // first parse or fn error: later output is ignored
+
+	namesOnly bool // the output is findNamesFormat's
 }
 
 // Write implements io.Writer. It never fails, so the command runs to its end; the first error
@@ -143,8 +161,12 @@ func (p *findParser) Write(b []byte) (int, error) {
 // nil and no error when b holds no complete entry.
 func (p *findParser) parseEntry(b []byte) ([]byte, error) {
 	var f [findFields][]byte
+	fields := f[:]
+	if p.namesOnly {
+		fields = f[:2]
+	}
 	rest := b
-	for i := range f {
+	for i := range fields {
 		j := bytes.IndexByte(rest, 0)
 		if j < 0 {
 			return nil, nil
@@ -153,6 +175,15 @@ func (p *findParser) parseEntry(b []byte) ([]byte, error) {
 	}
 	if len(rest) == 0 {
 		rest = b[len(b):] // complete, nothing follows: not nil
+	}
+	if p.namesOnly {
+		name, y := f[0], f[1]
+		if len(name) == 0 || len(name) > maxFindField || bytes.IndexByte(name, '/') >= 0 || len(y) != 1 {
+			return nil, fmt.Errorf("find: malformed entry %q", name)
+		}
+		p.d.name, p.d.link = name, nil
+		p.d.st = sftp.FileStat{Mode: modeUnknown | typeBits(y[0])}
+		return rest, nil
 	}
 	name, tm, link := f[0], f[1], f[6]
 	if len(name) == 0 || len(name) > maxFindField || len(link) > maxFindField || bytes.IndexByte(name, '/') >= 0 || len(tm) < 2 {
@@ -170,25 +201,7 @@ func (p *findParser) parseEntry(b []byte) ([]byte, error) {
 	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
 		return nil, fmt.Errorf("find: malformed entry %q", name)
 	}
-	var typ uint32
-	switch tm[0] {
-	case 'f':
-		typ = sIFREG
-	case 'd':
-		typ = sIFDIR
-	case 'l':
-		typ = sIFLNK
-	case 'p':
-		typ = sIFIFO
-	case 's':
-		typ = sIFSOCK
-	case 'c':
-		typ = sIFCHR
-	case 'b':
-		typ = sIFBLK
-	default:
-		typ = 0 // unknown (no type bits)
-	}
+	typ := typeBits(tm[0])
 	p.d.name = name
 	p.d.st = sftp.FileStat{Size: uint64(size), Mode: typ | uint32(perm), Mtime: uint32(mtime), UID: uint32(uid), GID: uint32(gid)}
 	p.d.link = nil
@@ -196,6 +209,27 @@ func (p *findParser) parseEntry(b []byte) ([]byte, error) {
 		p.d.link = link
 	}
 	return rest, nil
+}
+
+// typeBits maps find's %y letter to st_mode's type bits (0 for one it does not know).
+func typeBits(y byte) uint32 {
+	switch y {
+	case 'f':
+		return sIFREG
+	case 'd':
+		return sIFDIR
+	case 'l':
+		return sIFLNK
+	case 'p':
+		return sIFIFO
+	case 's':
+		return sIFSOCK
+	case 'c':
+		return sIFCHR
+	case 'b':
+		return sIFBLK
+	}
+	return 0
 }
 
 // parseUint parses b as an unsigned number in base (8 or 10) no larger than limit.

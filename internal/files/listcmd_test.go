@@ -251,3 +251,33 @@ type pathRunner struct {
 func (r pathRunner) Run(ctx context.Context, command string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	return r.findCounter.Run(ctx, "PATH="+r.path+" "+command, stdin, stdout, stderr)
 }
+
+// TestFindParserNamesOnly: findNamesFormat's output (name, type letter) parses to entries with
+// their type and modeUnknown, however it is split into writes; a type field that is not one
+// letter is an error.
+func TestFindParserNamesOnly(t *testing.T) {
+	out := []byte("plain\x00f\x00new\nline \xff\x00d\x00link\x00l\x00odd\x00D\x00")
+	want := []parsed{
+		{"plain", "", sftp.FileStat{Mode: modeUnknown | sIFREG}},
+		{"new\nline \xff", "", sftp.FileStat{Mode: modeUnknown | sIFDIR}},
+		{"link", "", sftp.FileStat{Mode: modeUnknown | sIFLNK}},
+		{"odd", "", sftp.FileStat{Mode: modeUnknown}},
+	}
+	for split := range len(out) {
+		var got []parsed
+		p := &findParser{namesOnly: true, fn: func(d *dirent) error {
+			got = append(got, parsed{string(d.name), string(d.link), d.st})
+			return nil
+		}}
+		_, _ = p.Write(out[:split])
+		_, _ = p.Write(out[split:])
+		if p.err != nil || len(p.rest) != 0 || !reflect.DeepEqual(got, want) {
+			t.Fatalf("split at %d: err %v, %d bytes left:\n got %+v\nwant %+v", split, p.err, len(p.rest), got, want)
+		}
+	}
+	p := &findParser{namesOnly: true, fn: func(*dirent) error { return nil }}
+	_, _ = p.Write([]byte("x\x00f644\x00"))
+	if p.err == nil {
+		t.Fatal("a full-format entry parsed as names only")
+	}
+}

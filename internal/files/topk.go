@@ -200,46 +200,62 @@ func (t *topK) page(dir string, from int) []Entry {
 	if from >= len(order) {
 		return []Entry{} // an empty page, not a missing one
 	}
-	order = order[from:]
-	// Every string of the page is cut from two: the arena's bytes and the derived paths.
-	strs := string(t.arena)
-	str := func(s span) string { return strs[s.off : s.off+s.n] }
+	return t.entries(dir, order[from:])
+}
+
+// entries returns the records at indexes order as entries of directory dir. Every string of
+// the page is cut from one, which holds the page's bytes only (names, link targets, paths).
+func (t *topK) entries(dir string, order []int32) []Entry {
 	prefix := dir + "/"
 	if dir == "/" {
 		prefix = dir
 	}
 	size := 0
 	for _, i := range order {
-		if r := &t.recs[i]; r.path.n == 0 {
+		r := &t.recs[i]
+		size += int(r.name.n+r.link.n) + int(r.path.n)
+		if r.path.n == 0 {
 			size += len(prefix) + int(r.name.n)
 		}
 	}
 	pb := make([]byte, 0, size)
 	for _, i := range order {
-		if r := &t.recs[i]; r.path.n == 0 {
+		r := &t.recs[i]
+		pb = append(pb, t.bytes(r.name)...)
+		pb = append(pb, t.bytes(r.link)...)
+		if r.path.n > 0 {
+			pb = append(pb, t.bytes(r.path)...)
+		} else {
 			pb = append(append(pb, prefix...), t.bytes(r.name)...)
 		}
 	}
-	paths := string(pb)
+	strs := string(pb)
+	cut := func(n int) string {
+		s := strs[:n]
+		strs = strs[n:]
+		return s
+	}
 	out := make([]Entry, len(order))
 	for j, i := range order {
 		r := &t.recs[i]
 		e := &out[j]
-		e.Name = str(r.name)
-		if r.path.n > 0 {
-			e.Path = str(r.path)
-		} else {
-			e.Path, paths = paths[:len(prefix)+len(e.Name)], paths[len(prefix)+len(e.Name):]
+		e.Name = cut(int(r.name.n))
+		if r.link.n > 0 {
+			e.LinkTarget = cut(int(r.link.n))
 		}
-		m := toFileMode(r.mode)
+		if r.path.n > 0 {
+			e.Path = cut(int(r.path.n))
+		} else {
+			e.Path = cut(len(prefix) + int(r.name.n))
+		}
+		m := toFileMode(r.mode &^ modeUnknown)
 		e.Type = typeOf(m)
 		e.Size = int64(r.size)
-		e.Mode = modeString(m)
+		if r.mode&modeUnknown == 0 {
+			e.Mode = modeString(m)
+		} // else "": FS.fillAttrs reads them
 		e.ModTime = time.Unix(int64(r.time), 0).UTC()
 		e.UID, e.GID = r.uid, r.gid
-		if r.link.n > 0 {
-			e.LinkTarget = str(r.link)
-		}
 	}
 	return out
 }

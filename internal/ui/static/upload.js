@@ -8,7 +8,7 @@
 // uploading the same file again after a reload or a crash resumes it; the entry is removed on
 // success and when the server no longer knows the upload.
 
-import { $, state, session, sysURL, join, problemText, showError, APIError, signedOut } from "./core.js";
+import { $, state, session, api, sysURL, join, problemText, showError, APIError, signedOut } from "./core.js";
 import { refresh } from "./listing.js";
 
 const csrfHeader = () => ({ "X-CSRF-Token": session.csrf });
@@ -119,7 +119,17 @@ async function uploadAll(items) {
   $("uploads").hidden = false;
   let done = 0;
   const failed = [];
-  for (const { file, path } of items) {
+  for (const { file, path, folder } of items) {
+    if (folder) { // an empty folder of a dropped tree: made as it is (with its parents)
+      status.textContent = `Creating folder ${done + 1} of ${items.length}: ${path}`;
+      try {
+        await api("POST", `/v1/systems/${encodeURIComponent(state.system)}/ops/mkdir`, { path: join(state.path, path), parents: true });
+      } catch (err) {
+        failed.push(`${path}: ${err.message}`);
+      }
+      done++;
+      continue;
+    }
     const progress = (n) => {
       const pct = file.size ? ` (${Math.floor((100 * n) / file.size)}%)` : "";
       status.textContent = `Uploading ${done + 1} of ${items.length}: ${path}${pct}`;
@@ -142,17 +152,22 @@ $("upload-input").addEventListener("change", (ev) => {
   if (items.length) uploadAll(items).catch(showError);
 });
 
-// walk collects the files under a dropped entry (folders keep their relative paths).
+// walk collects the files under a dropped entry (folders keep their relative paths), and the
+// folders with nothing in them as { folder: true } items: a file's upload makes its parent
+// folders, an empty folder is made on its own.
 async function walk(entry, prefix, out) {
   if (entry.isFile) {
     out.push({ file: await new Promise((ok, fail) => entry.file(ok, fail)), path: prefix + entry.name });
   } else if (entry.isDirectory) {
     const reader = entry.createReader();
+    let empty = true;
     for (;;) {
       const batch = await new Promise((ok, fail) => reader.readEntries(ok, fail));
       if (!batch.length) break;
+      empty = false;
       for (const e of batch) await walk(e, prefix + entry.name + "/", out);
     }
+    if (empty) out.push({ folder: true, path: prefix + entry.name });
   }
 }
 
