@@ -250,6 +250,10 @@ type Engine struct {
 
 	mu   sync.Mutex
 	runs map[string]*run
+	// claims holds the transfers a job on this instance is running (or starting): a second job
+	// for one of them (River rescues a job that runs longer than RescueStuckJobsAfter) ends at
+	// once. The lease cannot tell: it is held by this instance's own runner name.
+	claims map[string]bool
 
 	closing     chan struct{} // closed when the engine begins to shut down
 	closingOnce sync.Once
@@ -266,7 +270,7 @@ func New(cfg Config, d Deps) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, db: &db{p: d.DB}, pool: d.Pool, resolver: d.Resolver, log: d.Log,
-		instance: "i-" + randomHex(8), runs: map[string]*run{}, metrics: newMetrics(d.Registerer),
+		instance: "i-" + randomHex(8), runs: map[string]*run{}, claims: map[string]bool{}, metrics: newMetrics(d.Registerer),
 		closing: make(chan struct{}),
 	}
 	workers := river.NewWorkers()
@@ -284,7 +288,8 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		// the transfer's lease), or whose outcome River's completer could not write during a
 		// database outage, is rescued after a few lease lengths rather than River's hour. A
 		// job rescued while its run is alive is harmless: the second run finds the lease held
-		// and ends (see runTransfer).
+		// by another instance, or the transfer in this instance's claims, and ends (see
+		// runTransfer).
 		RescueStuckJobsAfter: 3 * cfg.LeaseTTL,
 		Logger:               d.Log.With("component", "river"),
 	})

@@ -36,6 +36,7 @@ type run struct {
 	early            earlySums     // source sums started while large files copy
 	obj              *objectRun    // set when an end is object storage (object.go)
 	destSums         sync.Map      // temporary path → sha256 the destination streamed while copying
+	tarOff           atomic.Bool   // small files go over SFTP: tar is unusable on an end (tarsmall.go)
 
 	mu      sync.Mutex // guards items' fields, ranges, lastErr and the rate sample
 	items   []*Item
@@ -71,6 +72,19 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	if t.Status.Terminal() {
 		return nil
 	}
+	e.mu.Lock()
+	dup := e.claims[id]
+	e.claims[id] = true
+	e.mu.Unlock()
+	if dup {
+		e.log.Info("transfer already running on this instance; duplicate job ignored", "id", id)
+		return nil
+	}
+	defer func() {
+		e.mu.Lock()
+		delete(e.claims, id)
+		e.mu.Unlock()
+	}()
 	now := time.Now()
 	lease, err := e.db.acquireLease(parent, id, e.instance, now, now.Add(e.cfg.LeaseTTL), e.cfg.MaxRunningPerOwner)
 	switch {

@@ -188,9 +188,9 @@ func (r *run) verify(ctx context.Context, s *stream, items []*Item) (map[*Item]e
 	return errs, sums
 }
 
-// finalize sets mode and modification time on it's temporary file (unless cp -p did) and renames
-// it into place.
-func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs bool) error {
+// finalize sets mode and (unless timesSet) modification time on it's temporary file (unless cp
+// -p did both) and renames it into place.
+func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs, timesSet bool) error {
 	_, dc, err := s.clients(ctx)
 	if err != nil {
 		return err
@@ -200,9 +200,11 @@ func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs bool) 
 		if err := dc.Chmod(tmp, os.FileMode(it.mode)); err != nil {
 			return fmt.Errorf("chmod %s: %w", tmp, err)
 		}
-		mt := time.Unix(it.mtime, 0)
-		if err := dc.Chtimes(tmp, mt, mt); err != nil {
-			return fmt.Errorf("set times of %s: %w", tmp, err)
+		if !timesSet {
+			mt := time.Unix(it.mtime, 0)
+			if err := dc.Chtimes(tmp, mt, mt); err != nil {
+				return fmt.Errorf("set times of %s: %w", tmp, err)
+			}
 		}
 	}
 	if err := dc.PosixRename(tmp, it.Destination); err != nil {
@@ -211,16 +213,17 @@ func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs bool) 
 	return nil
 }
 
-// verifyAndFinalize verifies items' temporary files and renames the good ones into place. It
-// returns the verification errors.
-func (r *run) verifyAndFinalize(ctx context.Context, s *stream, items []*Item, addBytes bool) map[*Item]error {
+// verifyAndFinalize verifies items' temporary files and renames the good ones into place; those
+// in timesSet already have their modification time (a tar batch wrote them). It returns the
+// verification errors.
+func (r *run) verifyAndFinalize(ctx context.Context, s *stream, items []*Item, addBytes bool, timesSet map[*Item]bool) map[*Item]error {
 	errs, sums := r.verify(ctx, s, items)
 	forEach(items, 16, func(_ int, it *Item) {
 		if err := errs[it]; err != nil {
 			r.itemFailed(ctx, it, err)
 			return
 		}
-		if err := r.finalize(ctx, s, it, !r.t.SameSystem); err != nil {
+		if err := r.finalize(ctx, s, it, !r.t.SameSystem, timesSet[it]); err != nil {
 			s.fail(err)
 			r.itemFailed(ctx, it, err)
 			return
