@@ -667,6 +667,7 @@ func randomHex(n int) string {
 type metrics struct {
 	bytesRead    prometheus.Counter
 	bytesWritten prometheus.Counter
+	tarFiles     prometheus.Counter
 	runs         *prometheus.CounterVec
 }
 
@@ -680,13 +681,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sshapi_transfer_bytes_written_total",
 			Help: "Bytes of finished ranges and files written to transfer destinations (server-side copies included).",
 		}),
+		tarFiles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sshapi_transfer_tar_files_total",
+			Help: "Small files written to transfer destinations by tar batches (others go over SFTP), before verification.",
+		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sshapi_transfer_runs_total",
 			Help: "Transfer runs by outcome.",
 		}, []string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.bytesRead, m.bytesWritten, m.runs)
+		reg.MustRegister(m.bytesRead, m.bytesWritten, m.tarFiles, m.runs)
 	}
 	return m
 }

@@ -69,9 +69,9 @@ func (r *run) doSmall(ctx context.Context, small []*Item) error {
 			return err
 		}
 		copied, failed := make([]bool, len(batch)), make([]bool, len(batch))
-		var timesSet map[*Item]bool
+		var done map[*Item]attrsDone
 		if useTar && !r.tarOff.Load() {
-			timesSet = r.tarSmall(ctx, batch, copied, failed)
+			done = r.tarSmall(ctx, batch, copied, failed)
 		}
 		var rest []*Item
 		var restIdx []int
@@ -94,7 +94,7 @@ func (r *run) doSmall(ctx context.Context, small []*Item) error {
 				ok = append(ok, it)
 			}
 		}
-		r.verifyAndFinalize(ctx, s, ok, true, timesSet)
+		r.verifyAndFinalize(ctx, s, ok, true, done)
 		return r.saveChunked(ctx, batch)
 	})
 }
@@ -111,10 +111,10 @@ func (r *run) saveChunked(ctx context.Context, items []*Item) error {
 }
 
 // tarSmall moves batch's files that may go through tar with one tar batch, setting copied[i]
-// for those it wrote, which also have their modification time (the map returned); a full
+// for those it wrote, with the attributes they got (the map returned); a full
 // destination fails the others with ErrNoSpace (failed[i]), other failures leave them to the
 // SFTP path.
-func (r *run) tarSmall(ctx context.Context, batch []*Item, copied, failed []bool) map[*Item]bool {
+func (r *run) tarSmall(ctx context.Context, batch []*Item, copied, failed []bool) map[*Item]attrsDone {
 	var via []*Item
 	var idx []int
 	for i, it := range batch {
@@ -126,27 +126,28 @@ func (r *run) tarSmall(ctx context.Context, batch []*Item, copied, failed []bool
 		return nil
 	}
 	moved, err := r.tarBatch(ctx, via)
-	timesSet := make(map[*Item]bool, len(via))
+	done := make(map[*Item]attrsDone, len(via))
+	defer func() { r.e.metrics.tarFiles.Add(float64(len(done))) }()
 	for j, m := range moved {
-		if m {
+		if m != 0 {
 			copied[idx[j]] = true
-			timesSet[via[j]] = true
+			done[via[j]] = m
 		}
 	}
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrNoSpace):
 		for j, it := range via {
-			if !moved[j] {
+			if moved[j] == 0 {
 				r.itemFailed(ctx, it, err)
 				failed[idx[j]] = true
 			}
 		}
 	case ctx.Err() != nil:
 	default:
-		r.e.log.Info("transfer: tar batch incomplete; the rest goes over SFTP", "id", r.t.ID, "files", len(via), "moved", len(timesSet), "err", err)
+		r.e.log.Info("transfer: tar batch incomplete; the rest goes over SFTP", "id", r.t.ID, "files", len(via), "moved", len(done), "err", err)
 	}
-	return timesSet
+	return done
 }
 
 // copySmall copies one file to its temporary name over stream s.

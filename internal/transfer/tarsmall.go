@@ -24,12 +24,12 @@ import (
 // `ssh src tar c | ssh dst tar x`. So a batch of small files moves as one tar stream instead:
 // `tar -c` on the source reads the batch's files (their names fed on its stdin, NUL-separated),
 // sshapi reads that stream member by member and writes a new one in which each member is named
-// with its file's temporary name (".name.sshapi-<id>.part", owner-only mode, the source's
-// modification time), and `tar -x` on the destination writes it. Nothing else changes: the
-// files are verified by sha256 on both systems as before (the source's sum is its own
-// `sha256sum` of the file on disk, not of the stream, so a file that changed or shrank while tar
-// read it fails verification and is copied again), then chmod'ed and renamed into place over
-// SFTP, two requests a file.
+// with its file's temporary name (".name.sshapi-<id>.part", the source's modification time, and
+// the source's mode or owner-only, see finalModeAtOnce), and `tar -x` on the destination writes
+// it. Nothing else changes: the files are verified by sha256 on both systems as before (the
+// source's sum is its own `sha256sum` of the file on disk, not of the stream, so a file that
+// changed or shrank while tar read it fails verification and is copied again), then renamed
+// into place over SFTP (and chmod'ed first if written owner-only): one request a file.
 //
 // Confinement is the SFTP path's: every item was checked against both roots (under the shared
 // ends' guards) just before, the members' names are the same temporary names the SFTP path
@@ -62,8 +62,16 @@ const (
 // tarCreateArgs is the source's tar: names on stdin, the archive on stdout.
 var tarCreateArgs = []string{"tar", "-c", "-f", "-", "-P", "--hard-dereference", "--null", "--no-recursion", "-T", "-"}
 
-// tarExtractArgs is the destination's tar: the archive on stdin.
-var tarExtractArgs = []string{"tar", "-x", "-f", "-", "-P", "--no-same-owner"}
+// tarExtractArgs is the destination's tar: the archive on stdin, members' modes as recorded (not
+// narrowed by the umask).
+var tarExtractArgs = []string{"tar", "-x", "-f", "-", "-P", "-p", "--no-same-owner"}
+
+// finalModeAtOnce reports whether a tar batch may write a file with its final permission bits
+// mode rather than owner-only: when the owner can read it (for the sha256) and nobody else can
+// write it, others could only read what the source holds, and could not change it between its
+// verification and its rename. Other files are written owner-only and chmod'ed after
+// verification, as over SFTP.
+func finalModeAtOnce(mode uint32) bool { return mode&0o400 != 0 && mode&0o022 == 0 }
 
 // errTarEnded unblocks writes to a destination tar that has exited.
 var errTarEnded = errors.New("the destination's tar exited")
@@ -110,11 +118,12 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 
 func (c *cappedBuffer) String() string { return strings.TrimSpace(c.buf.String()) }
 
-// tarBatch moves batch's files to their temporary names through tar. moved[i] reports that
-// batch[i] was written by a destination tar that exited 0 (its sum is still to be checked). An
-// error says why the others were not; one wrapping ErrNoSpace applies to all of them.
-func (r *run) tarBatch(ctx context.Context, batch []*Item) (moved []bool, err error) {
-	moved = make([]bool, len(batch))
+// tarBatch moves batch's files to their temporary names through tar. moved[i] is non-zero when
+// batch[i] was written by a destination tar that exited 0 (its sum is still to be checked), and
+// says which attributes it got. An error says why the others were not; one wrapping ErrNoSpace
+// applies to all of them.
+func (r *run) tarBatch(ctx context.Context, batch []*Item) (moved []attrsDone, err error) {
+	moved = make([]attrsDone, len(batch))
 	want := make(map[string][]int, len(batch))
 	var list bytes.Buffer
 	for i, it := range batch {
@@ -149,7 +158,7 @@ func (r *run) tarBatch(ctx context.Context, batch []*Item) (moved []bool, err er
 	}
 	_, _ = io.Copy(io.Discard, srcOut) // what follows the archive's end, or is left after a failure
 	wg.Wait()
-	none := func(err error) ([]bool, error) { return make([]bool, len(batch)), err }
+	none := func(err error) ([]attrsDone, error) { return make([]attrsDone, len(batch)), err }
 	switch {
 	case ctx.Err() != nil:
 		return none(context.Cause(ctx))
@@ -196,7 +205,7 @@ func (r *run) tarBroken(status int, stderr string) {
 // tarRewrite reads the source's archive from src and writes to dst one member per regular file
 // of batch, named with its temporary name; it sets moved[i] for the files written. It returns
 // nil at the source archive's end.
-func (r *run) tarRewrite(src io.Reader, dst io.Writer, batch []*Item, want map[string][]int, moved []bool) error {
+func (r *run) tarRewrite(src io.Reader, dst io.Writer, batch []*Item, want map[string][]int, moved []attrsDone) error {
 	tr := tar.NewReader(src)
 	bw := bufio.NewWriterSize(dst, 64<<10)
 	tw := tar.NewWriter(bw)
@@ -219,8 +228,12 @@ func (r *run) tarRewrite(src io.Reader, dst io.Writer, batch []*Item, want map[s
 		}
 		it := batch[i]
 		r.resize(it, hdr.FileInfo())
+		mode, done := uint32(tempMode), doneTimes
+		if finalModeAtOnce(it.mode) {
+			mode, done = it.mode, doneTimes|doneMode
+		}
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: tempName(it.Destination, r.t.ID),
-			Mode: int64(tempMode), Size: hdr.Size, ModTime: time.Unix(hdr.ModTime.Unix(), 0)}); err != nil {
+			Mode: int64(mode), Size: hdr.Size, ModTime: time.Unix(hdr.ModTime.Unix(), 0)}); err != nil {
 			return fmt.Errorf("write the destination's tar stream: %w", err)
 		}
 		n, err := io.Copy(tw, tr)
@@ -229,7 +242,7 @@ func (r *run) tarRewrite(src io.Reader, dst io.Writer, batch []*Item, want map[s
 		if err != nil {
 			return fmt.Errorf("copy %s through tar: %w", it.Source, err)
 		}
-		moved[i] = true
+		moved[i] = done
 	}
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("write the destination's tar stream: %w", err)

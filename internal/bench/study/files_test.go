@@ -74,13 +74,15 @@ func TestSameTree(t *testing.T) {
 
 // TestBenchFiles runs the many-small-files bench at the size SSHAPI_BENCH_FILES names (skipped
 // without it), printing each run: `SSHAPI_BENCH_FILES=20000 go test ./internal/bench/study
-// -run TestBenchFiles -v -timeout 1h`. It fails if a run failed or its copy differed.
+// -run TestBenchFiles -v -timeout 1h`; SSHAPI_BENCH_FILES_PEERS=tar leaves scp -3 -r out, none
+// both peers. It fails if a run failed or its copy differed.
 func TestBenchFiles(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("SSHAPI_BENCH_FILES"))
 	if n <= 0 {
 		t.Skip("SSHAPI_BENCH_FILES is not set")
 	}
-	rep, err := RunFiles(t.Context(), FilesOptions{Files: n, FileSize: 4 << 10, Compare: os.Getenv("SSHAPI_BENCH_FILES_PEERS") != "none", Progress: os.Stdout})
+	rep, err := RunFiles(t.Context(), FilesOptions{Files: n, FileSize: 4 << 10, Compare: os.Getenv("SSHAPI_BENCH_FILES_PEERS") != "none",
+		NoSCP: os.Getenv("SSHAPI_BENCH_FILES_PEERS") == "tar", Progress: os.Stdout})
 	if err != nil {
 		t.Fatal(err)
 	}
