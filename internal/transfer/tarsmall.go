@@ -182,6 +182,24 @@ func (r *run) tarBatch(ctx context.Context, batch []*Item) (moved []attrsDone, e
 	return moved, err
 }
 
+// countingReader counts what a tar batch reads from the source's stream as read and in flight.
+type countingReader struct {
+	r    *run
+	src  io.Reader
+	sent *int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.src.Read(p)
+	if n > 0 {
+		c.r.bytesRead.Add(int64(n))
+		c.r.e.metrics.bytesRead.Add(float64(n))
+		c.r.inflight.Add(int64(n))
+		*c.sent += int64(n)
+	}
+	return n, err
+}
+
 // firstLine is s up to its first newline.
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
@@ -206,6 +224,12 @@ func (r *run) tarBroken(status int, stderr string) {
 // of batch, named with its temporary name; it sets moved[i] for the files written. It returns
 // nil at the source archive's end.
 func (r *run) tarRewrite(src io.Reader, dst io.Writer, batch []*Item, want map[string][]int, moved []attrsDone) error {
+	// Counted as copying, with its bytes in flight, like copyRange: the heartbeat's rate and
+	// the slow-run check see a tar batch's progress.
+	r.copying.Add(1)
+	defer r.copying.Add(-1)
+	var sent int64
+	defer func() { r.inflight.Add(-sent) }()
 	tr := tar.NewReader(src)
 	bw := bufio.NewWriterSize(dst, 64<<10)
 	tw := tar.NewWriter(bw)
@@ -236,9 +260,7 @@ func (r *run) tarRewrite(src io.Reader, dst io.Writer, batch []*Item, want map[s
 			Mode: int64(mode), Size: hdr.Size, ModTime: time.Unix(hdr.ModTime.Unix(), 0)}); err != nil {
 			return fmt.Errorf("write the destination's tar stream: %w", err)
 		}
-		n, err := io.Copy(tw, tr)
-		r.bytesRead.Add(n)
-		r.e.metrics.bytesRead.Add(float64(n))
+		_, err = io.Copy(tw, &countingReader{r: r, src: tr, sent: &sent})
 		if err != nil {
 			return fmt.Errorf("copy %s through tar: %w", it.Source, err)
 		}
