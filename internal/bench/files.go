@@ -70,8 +70,8 @@ type FilesBench struct {
 	// Files and FileSize describe the tree, for the report.
 	Files    int
 	FileSize int64
-	// Peers adds the OpenSSH runs.
-	Peers bool
+	// Peers adds the OpenSSH runs; NoSCP leaves out scp -3 -r (the slowest) among them.
+	Peers, NoSCP bool
 	// Check checks a target's copy (the directory on Dst) against the source; Remove deletes
 	// it after the check. Either may be nil.
 	Check, Remove func(dir string) error
@@ -104,7 +104,7 @@ func (b *FilesBench) Run(ctx context.Context) error {
 	}
 	b.measure(ctx, PeerTarPipe, "`ssh src 'tar -cf - DIR' | ssh dst 'tar -xf -'`", "none", dst("tar"), false,
 		func(dir string, _ *FilesRun) error { return b.tarPipe(ctx, dir) })
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || b.NoSCP {
 		return ctx.Err()
 	}
 	b.measure(ctx, PeerSCP3R, "`scp -3 -r`", "none", dst("scp"), false,

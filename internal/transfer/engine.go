@@ -84,7 +84,8 @@ type Config struct {
 	LinkRate float64 `yaml:"link_rate" env:"LINK_RATE"`
 	// SmallFileConcurrency is how many single-range files one batch copies at once (8).
 	SmallFileConcurrency int `yaml:"small_file_concurrency" env:"SMALL_FILE_CONCURRENCY"`
-	// BatchFiles is how many small files are verified with one sha256sum (64).
+	// BatchFiles is how many small files are verified with one sha256sum (64) and saved in one
+	// transaction; a tar batch (tarsmall.go) moves 16 times as many, at most 64 MiB.
 	BatchFiles int `yaml:"batch_files" env:"BATCH_FILES"`
 	// RetryBase and RetryMax bound the exponential backoff between rounds (1s, 1m).
 	RetryBase time.Duration `yaml:"retry_base" env:"RETRY_BASE"`
@@ -290,7 +291,8 @@ func New(cfg Config, d Deps) (*Engine, error) {
 		// the transfer's lease), or whose outcome River's completer could not write during a
 		// database outage, is rescued after a few lease lengths rather than River's hour. A
 		// job rescued while its run is alive is harmless: the second run finds the lease held
-		// and ends (see runTransfer).
+		// by another instance, or the transfer in this instance's claims, and ends (see
+		// runTransfer).
 		RescueStuckJobsAfter: 3 * cfg.LeaseTTL,
 		Logger:               d.Log.With("component", "river"),
 	})
@@ -668,6 +670,7 @@ func randomHex(n int) string {
 type metrics struct {
 	bytesRead    prometheus.Counter
 	bytesWritten prometheus.Counter
+	tarFiles     prometheus.Counter
 	runs         *prometheus.CounterVec
 }
 
@@ -681,13 +684,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sshapi_transfer_bytes_written_total",
 			Help: "Bytes of finished ranges and files written to transfer destinations (server-side copies included).",
 		}),
+		tarFiles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sshapi_transfer_tar_files_total",
+			Help: "Small files written to transfer destinations by tar batches (others go over SFTP), before verification.",
+		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sshapi_transfer_runs_total",
 			Help: "Transfer runs by outcome.",
 		}, []string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.bytesRead, m.bytesWritten, m.runs)
+		reg.MustRegister(m.bytesRead, m.bytesWritten, m.tarFiles, m.runs)
 	}
 	return m
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"sync"
 	"sync/atomic"
 )
@@ -187,7 +188,7 @@ func (r *run) doLarge(ctx context.Context, large []*Item) error {
 					continue
 				}
 				sums.end(it)
-				verr := r.verifyAndFinalize(ctx, r.streams[0], []*Item{it}, false)
+				verr := r.verifyAndFinalize(ctx, r.streams[0], []*Item{it}, false, nil)
 				if errors.Is(verr[it], errMismatch) {
 					if err := r.resetItem(ctx, it); err != nil {
 						dbErr.Store(&err)
@@ -281,7 +282,7 @@ func (r *run) prepare(ctx context.Context, s *stream, it *Item) error {
 	}
 	f, err := createTemp(dc, tmp)
 	if err != nil {
-		return err
+		return noSpaceOn(dc, path.Dir(tmp), err)
 	}
 	err = f.Truncate(it.Size)
 	if cerr := f.Close(); err == nil {
@@ -321,6 +322,7 @@ func (r *run) copyPart(ctx context.Context, s *stream, t *rangeTask) error {
 		return err
 	}
 	if err := r.copyRange(ctx, sf, df, t.off, t.n, t.it.Source); err != nil {
+		err = r.noSpace(ctx, s, t.it.Destination, err)
 		s.closeFiles()
 		s.fail(err)
 		return err

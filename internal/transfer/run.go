@@ -40,6 +40,7 @@ type run struct {
 	early            earlySums     // source sums started while large files copy
 	obj              *objectRun    // set when an end is object storage (object.go)
 	destSums         sync.Map      // temporary path → sha256 the destination streamed while copying
+	tarOff           atomic.Bool   // small files go over SFTP: tar is unusable on an end (tarsmall.go)
 
 	mu      sync.Mutex // guards items' fields, ranges, lastErr and the rate sample
 	items   []*Item

@@ -38,7 +38,7 @@ func (r *run) doServerSide(ctx context.Context, files []*Item) error {
 				ok = append(ok, it)
 			}
 		}
-		r.verifyAndFinalize(ctx, s, ok, true)
+		r.verifyAndFinalize(ctx, s, ok, true, nil)
 		return r.save(ctx, batch)
 	})
 }

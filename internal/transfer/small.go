@@ -2,7 +2,9 @@ package transfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path"
 	"sync"
 )
 
@@ -40,14 +42,19 @@ func runBatches(bs [][]*Item, nworkers int, fn func(w int, b []*Item) error) err
 	return first
 }
 
-// doSmall copies single-range files in batches: each batch's files are copied at once, verified
-// with one sha256sum per side, and renamed into place.
+// doSmall copies single-range files in batches: each batch's files are copied at once (through
+// tar where it works, see tarsmall.go; over SFTP otherwise), verified with one sha256sum per
+// side, and renamed into place.
 func (r *run) doSmall(ctx context.Context, small []*Item) error {
 	if len(small) == 0 {
 		return nil
 	}
-	nw := max(4, len(r.streams))
-	return runBatches(batches(small, r.e.cfg.BatchFiles), nw, func(w int, batch []*Item) error {
+	useTar := !r.tarOff.Load() && r.srcR.pool != nil && r.dstR.pool != nil
+	nw, bs := max(4, len(r.streams)), batches(small, r.e.cfg.BatchFiles)
+	if useTar {
+		nw, bs = r.tarWorkers(), tarBatches(small, tarBatchFactor*r.e.cfg.BatchFiles)
+	}
+	return runBatches(bs, nw, func(w int, batch []*Item) error {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -58,17 +65,28 @@ func (r *run) doSmall(ctx context.Context, small []*Item) error {
 			it.staged = true
 		}
 		r.mu.Unlock()
-		if err := r.save(ctx, batch); err != nil {
+		if err := r.saveChunked(ctx, batch); err != nil {
 			return err
 		}
-		copied := make([]bool, len(batch))
-		forEach(batch, r.e.cfg.SmallFileConcurrency, func(i int, it *Item) {
+		copied, failed := make([]bool, len(batch)), make([]bool, len(batch))
+		var done map[*Item]attrsDone
+		if useTar && !r.tarOff.Load() {
+			done = r.tarSmall(ctx, batch, copied, failed)
+		}
+		var rest []*Item
+		var restIdx []int
+		for i, it := range batch {
+			if !copied[i] && !failed[i] {
+				rest, restIdx = append(rest, it), append(restIdx, i)
+			}
+		}
+		forEach(rest, r.e.cfg.SmallFileConcurrency, func(i int, it *Item) {
 			if err := r.copySmall(ctx, s, it); err != nil {
 				s.fail(err)
 				r.itemFailed(ctx, it, err)
 				return
 			}
-			copied[i] = true
+			copied[restIdx[i]] = true
 		})
 		var ok []*Item
 		for i, it := range batch {
@@ -76,9 +94,60 @@ func (r *run) doSmall(ctx context.Context, small []*Item) error {
 				ok = append(ok, it)
 			}
 		}
-		r.verifyAndFinalize(ctx, s, ok, true)
-		return r.save(ctx, batch)
+		r.verifyAndFinalize(ctx, s, ok, true, done)
+		return r.saveChunked(ctx, batch)
 	})
+}
+
+// saveChunked saves items BatchFiles at a time: a tar batch's thousand items in one transaction
+// would hold SQLite's one connection long enough under load to delay the run's heartbeat.
+func (r *run) saveChunked(ctx context.Context, items []*Item) error {
+	for _, b := range batches(items, r.e.cfg.BatchFiles) {
+		if err := r.save(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tarSmall moves batch's files that may go through tar with one tar batch, setting copied[i]
+// for those it wrote, with the attributes they got (the map returned); a full
+// destination fails the others with ErrNoSpace (failed[i]), other failures leave them to the
+// SFTP path.
+func (r *run) tarSmall(ctx context.Context, batch []*Item, copied, failed []bool) map[*Item]attrsDone {
+	var via []*Item
+	var idx []int
+	for i, it := range batch {
+		if tarable(it) {
+			via, idx = append(via, it), append(idx, i)
+		}
+	}
+	if len(via) == 0 {
+		return nil
+	}
+	moved, err := r.tarBatch(ctx, via)
+	done := make(map[*Item]attrsDone, len(via))
+	defer func() { r.e.metrics.tarFiles.Add(float64(len(done))) }()
+	for j, m := range moved {
+		if m != 0 {
+			copied[idx[j]] = true
+			done[via[j]] = m
+		}
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNoSpace):
+		for j, it := range via {
+			if moved[j] == 0 {
+				r.itemFailed(ctx, it, err)
+				failed[idx[j]] = true
+			}
+		}
+	case ctx.Err() != nil:
+	default:
+		r.e.log.Info("transfer: tar batch incomplete; the rest goes over SFTP", "id", r.t.ID, "files", len(via), "moved", len(done), "err", err)
+	}
+	return done
 }
 
 // copySmall copies one file to its temporary name over stream s.
@@ -103,11 +172,11 @@ func (r *run) copySmall(ctx context.Context, s *stream, it *Item) error {
 	tmp := tempName(it.Destination, r.t.ID)
 	df, err := createTemp(dc, tmp)
 	if err != nil {
-		return err
+		return noSpaceOn(dc, path.Dir(tmp), err)
 	}
 	err = r.copyRange(ctx, sf, df, 0, it.Size, it.Source)
 	if cerr := df.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("close %s: %w", tmp, cerr)
 	}
-	return err
+	return noSpaceOn(dc, path.Dir(tmp), err)
 }

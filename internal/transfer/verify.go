@@ -188,21 +188,34 @@ func (r *run) verify(ctx context.Context, s *stream, items []*Item) (map[*Item]e
 	return errs, sums
 }
 
-// finalize sets mode and modification time on it's temporary file (unless cp -p did) and renames
-// it into place.
-func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs bool) error {
+// attrsDone says which of a temporary file's final attributes were set when it was written.
+type attrsDone uint8
+
+// Attributes a tar batch sets as it writes a file.
+const (
+	doneTimes attrsDone = 1 << iota // modification time
+	doneMode                        // permission bits
+)
+
+// finalize sets mode and modification time on it's temporary file (unless cp -p did, or done
+// says they are set) and renames it into place.
+func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs bool, done attrsDone) error {
 	_, dc, err := s.clients(ctx)
 	if err != nil {
 		return err
 	}
 	tmp := tempName(it.Destination, r.t.ID)
 	if setAttrs {
-		if err := dc.Chmod(tmp, os.FileMode(it.mode)); err != nil {
-			return fmt.Errorf("chmod %s: %w", tmp, err)
+		if done&doneMode == 0 {
+			if err := dc.Chmod(tmp, os.FileMode(it.mode)); err != nil {
+				return fmt.Errorf("chmod %s: %w", tmp, err)
+			}
 		}
-		mt := time.Unix(it.mtime, 0)
-		if err := dc.Chtimes(tmp, mt, mt); err != nil {
-			return fmt.Errorf("set times of %s: %w", tmp, err)
+		if done&doneTimes == 0 {
+			mt := time.Unix(it.mtime, 0)
+			if err := dc.Chtimes(tmp, mt, mt); err != nil {
+				return fmt.Errorf("set times of %s: %w", tmp, err)
+			}
 		}
 	}
 	if err := dc.PosixRename(tmp, it.Destination); err != nil {
@@ -211,16 +224,17 @@ func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs bool) 
 	return nil
 }
 
-// verifyAndFinalize verifies items' temporary files and renames the good ones into place. It
-// returns the verification errors.
-func (r *run) verifyAndFinalize(ctx context.Context, s *stream, items []*Item, addBytes bool) map[*Item]error {
+// verifyAndFinalize verifies items' temporary files and renames the good ones into place; those
+// in done have those attributes already (a tar batch wrote them). It returns the verification
+// errors.
+func (r *run) verifyAndFinalize(ctx context.Context, s *stream, items []*Item, addBytes bool, done map[*Item]attrsDone) map[*Item]error {
 	errs, sums := r.verify(ctx, s, items)
 	forEach(items, 16, func(_ int, it *Item) {
 		if err := errs[it]; err != nil {
 			r.itemFailed(ctx, it, err)
 			return
 		}
-		if err := r.finalize(ctx, s, it, !r.t.SameSystem); err != nil {
+		if err := r.finalize(ctx, s, it, !r.t.SameSystem, done[it]); err != nil {
 			s.fail(err)
 			r.itemFailed(ctx, it, err)
 			return

@@ -24,8 +24,8 @@ type FilesOptions struct {
 	Files    int
 	FileSize int64
 	PerDir   int
-	// Compare adds the OpenSSH tar pipe and scp -3 -r.
-	Compare bool
+	// Compare adds the OpenSSH tar pipe and scp -3 -r; NoSCP leaves scp -3 -r out.
+	Compare, NoSCP bool
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
 }
@@ -97,7 +97,7 @@ func RunFiles(ctx context.Context, o FilesOptions) (*bench.FilesReport, error) {
 	rep.Meta.SSHD = "OpenSSH sshd on 127.0.0.1, stock configuration; both systems are this sshd, registered twice"
 	rep.Meta.Versions = map[string]map[string]string{"sshapi": {"sshapi": service.Version}}
 	fb := &bench.FilesBench{API: api, Src: src, Dst: dst, SrcDir: srcDir, DstBase: filepath.Join(root, "dst"), Files: o.Files, FileSize: o.FileSize,
-		Peers: o.Compare, SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep,
+		Peers: o.Compare, NoSCP: o.NoSCP, SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep,
 		Check: func(dir string) error { return sameTree(srcDir, dir, o.Files) },
 		Remove: func(dir string) error {
 			if !strings.HasPrefix(dir, root+string(filepath.Separator)) {

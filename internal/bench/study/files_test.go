@@ -2,6 +2,9 @@ package study
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -66,5 +69,29 @@ func TestSameTree(t *testing.T) {
 	writeFile(t, dst+"/d00001/f00000") // changed content
 	if err := sameTree(src, dst, 5); err == nil {
 		t.Error("a changed file passed")
+	}
+}
+
+// TestBenchFiles runs the many-small-files bench at the size SSHAPI_BENCH_FILES names (skipped
+// without it), printing each run: `SSHAPI_BENCH_FILES=20000 go test ./internal/bench/study
+// -run TestBenchFiles -v -timeout 1h`; SSHAPI_BENCH_FILES_PEERS=tar leaves scp -3 -r out, none
+// both peers. It fails if a run failed or its copy differed.
+func TestBenchFiles(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("SSHAPI_BENCH_FILES"))
+	if n <= 0 {
+		t.Skip("SSHAPI_BENCH_FILES is not set")
+	}
+	rep, err := RunFiles(t.Context(), FilesOptions{Files: n, FileSize: 4 << 10, Compare: os.Getenv("SSHAPI_BENCH_FILES_PEERS") != "none",
+		NoSCP: os.Getenv("SSHAPI_BENCH_FILES_PEERS") == "tar", Progress: os.Stdout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Runs {
+		if r.Error != "" {
+			t.Errorf("%s: %s", r.Target, r.Error)
+		}
+	}
+	if len(rep.Runs) > 1 && rep.Runs[1].FilesPerSecond > 0 {
+		fmt.Printf("sshapi ÷ tar pipe: %.2f×\n", rep.Runs[0].FilesPerSecond/rep.Runs[1].FilesPerSecond)
 	}
 }
