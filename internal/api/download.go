@@ -22,15 +22,54 @@ import (
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
 
-// downloadBuffer takes one read-ahead buffer from the download budget, waiting at most
-// BudgetWait, and returns it with the function that gives it back.
-func (s *Server) downloadBuffer(ctx context.Context) (*bufio.Reader, func(), error) {
+// readAheadBuffers takes the chunk buffers of a download of size bytes over one channel: one
+// from the download budget, waiting at most BudgetWait, and, for a file larger than one, a
+// second where the owner's share has it at once, so that the next chunk is read over SFTP while
+// the last one is sent. It returns them with the function that gives them back.
+func (s *Server) readAheadBuffers(ctx context.Context, size int64) ([][]byte, func(), error) {
 	n := int64(s.cfg.DownloadBufferBytes)
 	wctx, cancel := s.budgetCtx(ctx)
 	lease, err := s.downloads.Acquire(wctx, shareOwner(ctx), n)
 	cancel()
 	if err != nil {
 		return nil, nil, errBusy("download buffers", err)
+	}
+	bufs := [][]byte{chunkBuffer(n)}
+	var second *slot.Lease
+	if size > n {
+		if second, err = s.downloads.TryAcquire(shareOwner(ctx), n); err == nil {
+			bufs = append(bufs, chunkBuffer(n))
+		}
+	}
+	return bufs, func() {
+		putChunkBuffers(bufs)
+		lease.Release()
+		second.Release()
+	}, nil
+}
+
+// chunkBuffer returns a buffer of size bytes from chunkPool, or a new one.
+func chunkBuffer(size int64) []byte {
+	if b, _ := chunkPool.Get().(*[]byte); b != nil && int64(len(*b)) == size {
+		return *b
+	}
+	return make([]byte, size)
+}
+
+// putChunkBuffers gives bufs back to chunkPool.
+func putChunkBuffers(bufs [][]byte) {
+	for _, b := range bufs {
+		chunkPool.Put(&b)
+	}
+}
+
+// uploadBuffer takes a buffer of DownloadBufferBytes from the download budget for reading an
+// upload's body in large reads (a few read(2) calls per MiB instead of one per SFTP packet),
+// without waiting: nil, and the body is read as it is, when the owner's share has none free.
+func (s *Server) uploadBuffer(ctx context.Context) (*bufio.Reader, func()) {
+	lease, err := s.downloads.TryAcquire(shareOwner(ctx), int64(s.cfg.DownloadBufferBytes))
+	if err != nil {
+		return nil, func() {}
 	}
 	br, _ := s.dlBufs.Get().(*bufio.Reader)
 	if br == nil {
@@ -40,7 +79,7 @@ func (s *Server) downloadBuffer(ctx context.Context) (*bufio.Reader, func(), err
 		br.Reset(nil)
 		s.dlBufs.Put(br)
 		lease.Release()
-	}, nil
+	}
 }
 
 // shareOwner is whose share of the server's budgets a request uses: the signed-in caller, or,
@@ -53,43 +92,26 @@ func shareOwner(ctx context.Context) string {
 	return p.User
 }
 
-// pipelinedReader gives http.ServeContent an io.ReadSeeker whose reads are large (the size of
-// the download buffer), so pkg/sftp keeps many read requests in flight instead of one 32 KiB
-// round trip at a time.
-type pipelinedReader struct {
-	f    *sftp.File
-	br   *bufio.Reader
-	size int64
-	pos  int64
+// bulkResponse is the response writer http.ServeContent sends a file through: its ReadFrom
+// (which ServeContent's io.CopyN calls) hands a files.StripedReader's chunks to the connection
+// whole, one Write per chunk, instead of copying them out 32 KiB at a time.
+type bulkResponse struct{ deadlineResponse }
+
+// chunkWriter is a reader that writes its next n bytes to w itself (files.StripedReader).
+type chunkWriter interface {
+	WriteNTo(w io.Writer, n int64) (int64, error)
 }
 
-func newPipelinedReader(f *sftp.File, br *bufio.Reader, size int64) *pipelinedReader {
-	br.Reset(f)
-	return &pipelinedReader{f: f, br: br, size: size}
-}
-
-func (p *pipelinedReader) Read(b []byte) (int, error) {
-	n, err := p.br.Read(b)
-	p.pos += int64(n)
-	return n, err
-}
-
-// Seek moves the read position. The size is known from the stat, so seeking to the end does
-// not ask the server.
-func (p *pipelinedReader) Seek(offset int64, whence int) (int64, error) {
-	abs, err := files.SeekPosition(p.pos, p.size, offset, whence)
-	if err != nil {
-		return 0, err
+// ReadFrom implements io.ReaderFrom.
+func (b bulkResponse) ReadFrom(src io.Reader) (int64, error) {
+	if lr, ok := src.(*io.LimitedReader); ok {
+		if cw, ok := lr.R.(chunkWriter); ok {
+			n, err := cw.WriteNTo(b.deadlineResponse, lr.N)
+			lr.N -= n
+			return n, err
+		}
 	}
-	if abs == p.pos {
-		return abs, nil
-	}
-	if _, err := p.f.Seek(abs, io.SeekStart); err != nil {
-		return 0, fmt.Errorf("seek: %w", err)
-	}
-	p.br.Reset(p.f)
-	p.pos = abs
-	return abs, nil
+	return io.Copy(b.deadlineResponse, src)
 }
 
 // channelWindow is the SSH channel window of OpenSSH and x/crypto/ssh: one channel moves at most
@@ -191,19 +213,13 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 	}
 	bufs := make([][]byte, k)
 	for i := range bufs {
-		if b, _ := chunkPool.Get().(*[]byte); b != nil && int64(len(*b)) == chunk {
-			bufs[i] = *b
-		} else {
-			bufs[i] = make([]byte, chunk)
-		}
+		bufs[i] = chunkBuffer(chunk)
 	}
 	chans, closeLeases := s.leaseExtra(ctx, t, n-1)
 	s.log.Debug("striping a file transfer", "rtt", rtt, "channels", n, "chunks", k, "spare", spare)
 	return &stripeSet{chans: chans, bufs: bufs, release: func() {
 		closeLeases()
-		for _, b := range bufs {
-			chunkPool.Put(&b)
-		}
+		putChunkBuffers(bufs)
 		lease.Release()
 		spareLease.Release()
 	}}

@@ -329,11 +329,47 @@ func (s *StripedReader) head(c *chunk) ([]byte, int, error) {
 
 // Read implements io.Reader.
 func (s *StripedReader) Read(p []byte) (int, error) {
+	b, err := s.next()
+	if err != nil {
+		return 0, err
+	}
+	n := copy(p, b)
+	s.advance(n)
+	return n, nil
+}
+
+// WriteNTo writes the next n bytes (fewer if the file ends first) to w straight from the chunk
+// buffers, a chunk's bytes in one Write, without the copy Read makes. It returns the bytes
+// written; the end of the file before n is no error (the count tells).
+func (s *StripedReader) WriteNTo(w io.Writer, n int64) (int64, error) {
+	var done int64
+	for done < n {
+		b, err := s.next()
+		if errors.Is(err, io.EOF) {
+			return done, nil
+		}
+		if err != nil {
+			return done, err
+		}
+		b = b[:min(int64(len(b)), n-done)]
+		m, err := w.Write(b)
+		s.advance(m)
+		done += int64(m)
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// next returns the bytes of the current chunk not yet handed out, waiting for the next chunk
+// (and starting the read-ahead) when the current one is used up; io.EOF at the end.
+func (s *StripedReader) next() ([]byte, error) {
 	if s.err != nil {
-		return 0, s.err
+		return nil, s.err
 	}
 	if s.pos >= s.size {
-		return 0, io.EOF
+		return nil, io.EOF
 	}
 	if s.order == nil {
 		s.start()
@@ -341,24 +377,28 @@ func (s *StripedReader) Read(p []byte) (int, error) {
 	if s.cur == nil {
 		c, ok := <-s.order
 		if !ok {
-			return 0, io.EOF
+			return nil, io.EOF
 		}
 		buf, n, err := s.head(c)
 		if err != nil {
 			s.err = fmt.Errorf("striped read at %d: %w", c.off, err)
 			s.free <- buf[:cap(buf)]
-			return 0, s.err
+			return nil, s.err
 		}
 		s.cur, s.curAt = &chunk{off: c.off, buf: buf, n: n}, 0
 	}
-	n := copy(p, s.cur.buf[s.curAt:s.cur.n])
+	return s.cur.buf[s.curAt:s.cur.n], nil
+}
+
+// advance marks n more bytes of the current chunk handed out, giving its buffer back to the
+// read-ahead once all are.
+func (s *StripedReader) advance(n int) {
 	s.curAt += n
 	s.pos += int64(n)
 	if s.curAt >= s.cur.n {
 		s.free <- s.cur.buf[:cap(s.cur.buf)]
 		s.cur = nil
 	}
-	return n, nil
 }
 
 // halt stops the read-ahead and takes every buffer back.

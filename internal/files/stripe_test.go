@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,5 +231,58 @@ func TestStripedReaderHedgesStalledHead(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// writeCounter records the bytes and the size of each Write.
+type writeCounter struct {
+	bytes.Buffer
+	sizes []int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.sizes = append(w.sizes, len(p))
+	return w.Buffer.Write(p)
+}
+
+// TestStripedReaderWriteNTo: WriteNTo hands out whole chunks in one Write each, continues where
+// a Read stopped, stops at n inside a chunk (the next Read goes on from there), and at the end of
+// the file returns the count without an error.
+func TestStripedReaderWriteNTo(t *testing.T) {
+	const chunk = 16 << 10
+	data := make([]byte, 5*chunk+77)
+	_, _ = rand.Read(data)
+	var mu sync.Mutex
+	h := &gatedAt{mu: &mu, data: &data}
+	sr := NewStripedReader([]io.ReaderAt{h}, int64(len(data)), buffers(2, chunk), StripeChunksPerChannel)
+	defer sr.Close()
+
+	head := make([]byte, 100)
+	if _, err := io.ReadFull(sr, head); err != nil {
+		t.Fatal(err)
+	}
+	var w writeCounter
+	n, err := sr.WriteNTo(&w, 2*chunk)
+	if err != nil || n != 2*chunk {
+		t.Fatalf("WriteNTo(2 chunks) = %d, %v", n, err)
+	}
+	if want := []int{chunk - 100, chunk, 100}; !slices.Equal(w.sizes, want) {
+		t.Fatalf("write sizes %v, want %v (the rest of a chunk, a whole chunk, then up to n)", w.sizes, want)
+	}
+	mid := make([]byte, 10)
+	if _, err := io.ReadFull(sr, mid); err != nil {
+		t.Fatal(err)
+	}
+	w2 := &writeCounter{}
+	n, err = sr.WriteNTo(w2, int64(len(data)))
+	if err != nil || n != int64(len(data))-2*chunk-110 {
+		t.Fatalf("WriteNTo past the end = %d, %v; want %d, nil", n, err, len(data)-2*chunk-110)
+	}
+	got := append(append(append(head, w.Bytes()...), mid...), w2.Bytes()...)
+	if !bytes.Equal(got, data) {
+		t.Fatal("Read and WriteNTo together returned different bytes")
+	}
+	if n, err := sr.WriteNTo(w2, 1); n != 0 || err != nil {
+		t.Fatalf("WriteNTo at the end = %d, %v; want 0, nil", n, err)
 	}
 }
