@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -63,21 +62,28 @@ func putChunkBuffers(bufs [][]byte) {
 	}
 }
 
-// uploadBuffer takes a buffer of DownloadBufferBytes from the download budget for reading an
-// upload's body in large reads (a few read(2) calls per MiB instead of one per SFTP packet),
-// without waiting: nil, and the body is read as it is, when the owner's share has none free.
-func (s *Server) uploadBuffer(ctx context.Context) (*bufio.Reader, func()) {
-	lease, err := s.downloads.TryAcquire(shareOwner(ctx), int64(s.cfg.DownloadBufferBytes))
+// uploadChunks takes the chunk buffers of an upload of size bytes (-1: unknown) over one
+// channel from the download budget, without waiting: files.StripeChunksPerChannel buffers of
+// DownloadBufferBytes, so that the body is read a chunk at a time straight into them (a few
+// read(2) calls per chunk, no further copy) while the last chunk is written. nil, and the body
+// goes through pkg/sftp's own 32 KiB reads, for a body smaller than a chunk or when the owner's
+// share has no room.
+func (s *Server) uploadChunks(ctx context.Context, size int64) ([][]byte, func()) {
+	n := int64(s.cfg.DownloadBufferBytes)
+	k := int64(files.StripeChunksPerChannel)
+	if size >= 0 && size < n {
+		return nil, func() {}
+	}
+	lease, err := s.downloads.TryAcquire(shareOwner(ctx), k*n)
 	if err != nil {
 		return nil, func() {}
 	}
-	br, _ := s.dlBufs.Get().(*bufio.Reader)
-	if br == nil {
-		br = bufio.NewReaderSize(nil, s.cfg.DownloadBufferBytes)
+	bufs := make([][]byte, k)
+	for i := range bufs {
+		bufs[i] = chunkBuffer(n)
 	}
-	return br, func() {
-		br.Reset(nil)
-		s.dlBufs.Put(br)
+	return bufs, func() {
+		putChunkBuffers(bufs)
 		lease.Release()
 	}
 }

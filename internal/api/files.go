@@ -405,18 +405,17 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	body, done := s.idleBody(w, r)
 	defer done()
 	return body.err(s.fsCallWith(r, true, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
-		// A large body on a long path is written over several channels at once; otherwise it
-		// is read in large reads, where the budget has a buffer.
-		var in io.Reader = body
+		// A large body on a long path is written over several channels at once; otherwise in
+		// chunks over this one, where the budget has room.
 		if st := s.stripes(r.Context(), t, c, r.ContentLength); st != nil {
 			defer st.release()
 			opts.Stripes, opts.Buffers = st.chans, st.bufs
-		} else if br, release := s.uploadBuffer(r.Context()); br != nil {
+		} else {
+			var release func()
+			opts.Buffers, release = s.uploadChunks(r.Context(), r.ContentLength)
 			defer release()
-			br.Reset(body)
-			in = br
 		}
-		res, err := fsys.Upload(r.Context(), urlPath(r), in, opts)
+		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
 		if err != nil {
 			return uploadErr(err)
 		}

@@ -574,12 +574,16 @@ func fill(r io.Reader, buf []byte) (int, error) {
 	return n, nil
 }
 
-// writeStriped writes r into the temporary file tmp (created exclusively through file) over
-// file at once and over every stripe channel as it arrives (opened there for writing).
+// writeStriped writes r into the temporary file tmp (created exclusively through file) in
+// chunks, over file at once and over every stripe channel as it arrives (opened there for
+// writing); without opts.Stripes over file alone.
 func (f *FS) writeStriped(ctx context.Context, file *sftp.File, tmp string, r io.Reader, h io.Writer, opts UploadOptions) (int64, error) {
 	w := newStripeWriter(opts.Buffers, StripeChunksPerChannel)
 	w.add(file)
-	stop := JoinOn(opts.Stripes, tmp, os.O_WRONLY, func(x *sftp.File) bool { return w.add(x) })
+	stop := func() []*sftp.File { return nil }
+	if opts.Stripes != nil {
+		stop = JoinOn(opts.Stripes, tmp, os.O_WRONLY, func(x *sftp.File) bool { return w.add(x) })
+	}
 	n, err := w.copy(ctx, ctxReader{ctx, r}, h)
 	for _, x := range stop() {
 		if cerr := x.Close(); cerr != nil && err == nil {
