@@ -231,9 +231,17 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 	}}
 }
 
-// leaseExtra starts opening n dedicated SFTP channels to t at once, spread over connections, and
-// delivers each on the returned channel as it opens (within the pool's acquire timeout, and
-// only while ctx lasts). stop cancels the opens still pending and closes every channel opened.
+// leaseExtra starts opening n dedicated SFTP channels to t at once and delivers each on the
+// returned channel as it opens (within the pool's acquire timeout, and only while ctx lasts).
+// stop cancels the opens still pending and closes every channel opened.
+//
+// Half of them (rounded up) go on the connection already carrying the transfer, or the
+// busiest other one with room (sshpool.DedicatedSFTP): they are ready after one channel open,
+// a few round trips, so the transfer runs over several channels almost from its first byte.
+// The rest go each on a connection of its own (sshpool.StripeSFTP: one TCP connection and one
+// sshd process per channel, for long paths where one connection's socket buffers or one sshd's
+// CPU are the limit), which may have to be dialed first: those join later. Both kinds count
+// against the pool's per-key, per-host and per-owner bounds as any channel does.
 func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int) (<-chan *sftp.Client, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan *sftp.Client, n) // never blocks a sender
@@ -242,9 +250,14 @@ func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int) (<-cha
 		held []*sshpool.SFTPLease
 		wg   sync.WaitGroup
 	)
-	for range n {
+	near := (n + 1) / 2
+	for i := range n {
 		wg.Go(func() {
-			l, err := s.deps.Pool.StripeSFTP(ctx, t)
+			lease := s.deps.Pool.StripeSFTP
+			if i < near {
+				lease = s.deps.Pool.DedicatedSFTP
+			}
+			l, err := lease(ctx, t)
 			if err != nil {
 				return
 			}

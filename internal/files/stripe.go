@@ -19,18 +19,22 @@ import (
 // chunks over all of them at once. Memory is the caller's: a fixed set of chunk buffers, handed
 // in and given back, bounds what is in flight.
 
-// JoinOn opens abs with flag on each SFTP channel that arrives on chans, as it arrives, and
-// hands the handle to join; a handle that join refuses (the striped read or write is over) is
-// closed at once. flag is os.O_RDONLY for reads or os.O_WRONLY for writes into an existing
-// temporary file: never O_CREATE or O_TRUNC, so no other name is ever made. A channel on which
-// the open fails is skipped. stop ends the joining (channels that arrive later stay with their
-// sender) and returns the handles join took, for the caller to close once it is done with them.
+// JoinOn opens abs with flag on each SFTP channel that arrives on chans, as it arrives (several
+// at once: each open is a round trip, and channels tend to arrive together), and hands the
+// handle to join; a handle that join refuses (the striped read or write is over) is closed at
+// once. flag is os.O_RDONLY for reads or os.O_WRONLY for writes into an existing temporary
+// file: never O_CREATE or O_TRUNC, so no other name is ever made. A channel on which the open
+// fails is skipped. stop ends the joining (channels that arrive later stay with their sender),
+// waits for the opens under way, and returns the handles join took, for the caller to close
+// once it is done with them.
 func JoinOn(chans <-chan *sftp.Client, abs string, flag int, join func(*sftp.File) bool) (stop func() []*sftp.File) {
 	quit := make(chan struct{})
-	done := make(chan struct{})
-	var joined []*sftp.File
-	go func() {
-		defer close(done)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		joined []*sftp.File
+	)
+	wg.Go(func() {
 		if flag&(os.O_CREATE|os.O_TRUNC) != 0 {
 			return
 		}
@@ -45,20 +49,26 @@ func JoinOn(chans <-chan *sftp.Client, abs string, flag int, join func(*sftp.Fil
 			case <-quit:
 				return
 			}
-			h, err := c.OpenFile(abs, flag)
-			if err != nil {
-				continue
-			}
-			if !join(h) {
-				_ = h.Close()
-				continue
-			}
-			joined = append(joined, h)
+			wg.Go(func() {
+				h, err := c.OpenFile(abs, flag)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if !join(h) {
+					_ = h.Close()
+					return
+				}
+				joined = append(joined, h)
+			})
 		}
-	}()
+	})
 	return func() []*sftp.File {
 		close(quit)
-		<-done
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
 		return joined
 	}
 }

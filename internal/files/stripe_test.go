@@ -6,11 +6,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pkg/sftp"
 )
 
 // gatedAt is one handle to a file's bytes (shared by all its handles, under mu): it serves
@@ -284,5 +287,74 @@ func TestStripedReaderWriteNTo(t *testing.T) {
 	}
 	if n, err := sr.WriteNTo(w2, 1); n != 0 || err != nil {
 		t.Fatalf("WriteNTo at the end = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// TestJoinOn: channels that arrive together are all opened and joined, stop returns every
+// handle join took, a handle join refuses is closed, and a channel sent after stop stays
+// unopened with its sender.
+func TestJoinOn(t *testing.T) {
+	e := newEnv(t)
+	p := e.dir + "/joined.bin"
+	if err := os.WriteFile(p, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clients := make([]*sftp.Client, 4)
+	for i := range clients {
+		c, err := sftp.NewClient(e.conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	chans := make(chan *sftp.Client, len(clients))
+	for _, c := range clients[:3] {
+		chans <- c
+	}
+	var mu sync.Mutex
+	var offered []*sftp.File
+	stop := JoinOn(chans, p, os.O_RDONLY, func(h *sftp.File) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		offered = append(offered, h)
+		return len(offered) != 2 // the second handle is refused
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(offered)
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 channels joined", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	joined := stop()
+	chans <- clients[3]
+	if len(joined) != 2 {
+		t.Fatalf("stop returned %d handles, want the 2 join took", len(joined))
+	}
+	for _, h := range joined {
+		b := make([]byte, 4)
+		if _, err := h.ReadAt(b, 3); err != nil || string(b) != "3456" {
+			t.Fatalf("joined handle reads %q, %v", b, err)
+		}
+		_ = h.Close()
+	}
+	var refused *sftp.File
+	for _, h := range offered {
+		if !slices.Contains(joined, h) {
+			refused = h
+		}
+	}
+	if _, err := refused.ReadAt(make([]byte, 1), 0); err == nil {
+		t.Fatal("the refused handle was left open")
+	}
+	if len(chans) != 1 {
+		t.Fatal("a channel sent after stop was taken")
 	}
 }
