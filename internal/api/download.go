@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -22,9 +21,11 @@ import (
 	"github.com/sshapi/sshapi/internal/sshpool"
 )
 
-// downloadBuffer takes one read-ahead buffer from the download budget, waiting at most
-// BudgetWait, and returns it with the function that gives it back.
-func (s *Server) downloadBuffer(ctx context.Context) (*bufio.Reader, func(), error) {
+// readAheadBuffers takes the chunk buffers of a download of size bytes over one channel: one
+// from the download budget, waiting at most BudgetWait, and, for a file larger than one, a
+// second where the owner's share has it at once, so that the next chunk is read over SFTP while
+// the last one is sent. It returns them with the function that gives them back.
+func (s *Server) readAheadBuffers(ctx context.Context, size int64) ([][]byte, func(), error) {
 	n := int64(s.cfg.DownloadBufferBytes)
 	wctx, cancel := s.budgetCtx(ctx)
 	lease, err := s.downloads.Acquire(wctx, shareOwner(ctx), n)
@@ -32,15 +33,59 @@ func (s *Server) downloadBuffer(ctx context.Context) (*bufio.Reader, func(), err
 	if err != nil {
 		return nil, nil, errBusy("download buffers", err)
 	}
-	br, _ := s.dlBufs.Get().(*bufio.Reader)
-	if br == nil {
-		br = bufio.NewReaderSize(nil, s.cfg.DownloadBufferBytes)
+	bufs := [][]byte{chunkBuffer(n)}
+	var second *slot.Lease
+	if size > n {
+		if second, err = s.downloads.TryAcquire(shareOwner(ctx), n); err == nil {
+			bufs = append(bufs, chunkBuffer(n))
+		}
 	}
-	return br, func() {
-		br.Reset(nil)
-		s.dlBufs.Put(br)
+	return bufs, func() {
+		putChunkBuffers(bufs)
 		lease.Release()
+		second.Release()
 	}, nil
+}
+
+// chunkBuffer returns a buffer of size bytes from chunkPool, or a new one.
+func chunkBuffer(size int64) []byte {
+	if b, _ := chunkPool.Get().(*[]byte); b != nil && int64(len(*b)) == size {
+		return *b
+	}
+	return make([]byte, size)
+}
+
+// putChunkBuffers gives bufs back to chunkPool.
+func putChunkBuffers(bufs [][]byte) {
+	for _, b := range bufs {
+		chunkPool.Put(&b)
+	}
+}
+
+// uploadChunks takes the chunk buffers of an upload of size bytes (-1: unknown) over one
+// channel from the download budget, without waiting: files.StripeChunksPerChannel buffers of
+// DownloadBufferBytes, so that the body is read a chunk at a time straight into them (a few
+// read(2) calls per chunk, no further copy) while the last chunk is written. nil, and the body
+// goes through pkg/sftp's own 32 KiB reads, for a body smaller than a chunk or when the owner's
+// share has no room.
+func (s *Server) uploadChunks(ctx context.Context, size int64) ([][]byte, func()) {
+	n := int64(s.cfg.DownloadBufferBytes)
+	k := int64(files.StripeChunksPerChannel)
+	if size >= 0 && size < n {
+		return nil, func() {}
+	}
+	lease, err := s.downloads.TryAcquire(shareOwner(ctx), k*n)
+	if err != nil {
+		return nil, func() {}
+	}
+	bufs := make([][]byte, k)
+	for i := range bufs {
+		bufs[i] = chunkBuffer(n)
+	}
+	return bufs, func() {
+		putChunkBuffers(bufs)
+		lease.Release()
+	}
 }
 
 // shareOwner is whose share of the server's budgets a request uses: the signed-in caller, or,
@@ -53,43 +98,26 @@ func shareOwner(ctx context.Context) string {
 	return p.User
 }
 
-// pipelinedReader gives http.ServeContent an io.ReadSeeker whose reads are large (the size of
-// the download buffer), so pkg/sftp keeps many read requests in flight instead of one 32 KiB
-// round trip at a time.
-type pipelinedReader struct {
-	f    *sftp.File
-	br   *bufio.Reader
-	size int64
-	pos  int64
+// bulkResponse is the response writer http.ServeContent sends a file through: its ReadFrom
+// (which ServeContent's io.CopyN calls) hands a files.StripedReader's chunks to the connection
+// whole, one Write per chunk, instead of copying them out 32 KiB at a time.
+type bulkResponse struct{ deadlineResponse }
+
+// chunkWriter is a reader that writes its next n bytes to w itself (files.StripedReader).
+type chunkWriter interface {
+	WriteNTo(w io.Writer, n int64) (int64, error)
 }
 
-func newPipelinedReader(f *sftp.File, br *bufio.Reader, size int64) *pipelinedReader {
-	br.Reset(f)
-	return &pipelinedReader{f: f, br: br, size: size}
-}
-
-func (p *pipelinedReader) Read(b []byte) (int, error) {
-	n, err := p.br.Read(b)
-	p.pos += int64(n)
-	return n, err
-}
-
-// Seek moves the read position. The size is known from the stat, so seeking to the end does
-// not ask the server.
-func (p *pipelinedReader) Seek(offset int64, whence int) (int64, error) {
-	abs, err := files.SeekPosition(p.pos, p.size, offset, whence)
-	if err != nil {
-		return 0, err
+// ReadFrom implements io.ReaderFrom.
+func (b bulkResponse) ReadFrom(src io.Reader) (int64, error) {
+	if lr, ok := src.(*io.LimitedReader); ok {
+		if cw, ok := lr.R.(chunkWriter); ok {
+			n, err := cw.WriteNTo(b.deadlineResponse, lr.N)
+			lr.N -= n
+			return n, err
+		}
 	}
-	if abs == p.pos {
-		return abs, nil
-	}
-	if _, err := p.f.Seek(abs, io.SeekStart); err != nil {
-		return 0, fmt.Errorf("seek: %w", err)
-	}
-	p.br.Reset(p.f)
-	p.pos = abs
-	return abs, nil
+	return io.Copy(b.deadlineResponse, src)
 }
 
 // channelWindow is the SSH channel window of OpenSSH and x/crypto/ssh: one channel moves at most
@@ -191,27 +219,29 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 	}
 	bufs := make([][]byte, k)
 	for i := range bufs {
-		if b, _ := chunkPool.Get().(*[]byte); b != nil && int64(len(*b)) == chunk {
-			bufs[i] = *b
-		} else {
-			bufs[i] = make([]byte, chunk)
-		}
+		bufs[i] = chunkBuffer(chunk)
 	}
 	chans, closeLeases := s.leaseExtra(ctx, t, n-1)
 	s.log.Debug("striping a file transfer", "rtt", rtt, "channels", n, "chunks", k, "spare", spare)
 	return &stripeSet{chans: chans, bufs: bufs, release: func() {
 		closeLeases()
-		for _, b := range bufs {
-			chunkPool.Put(&b)
-		}
+		putChunkBuffers(bufs)
 		lease.Release()
 		spareLease.Release()
 	}}
 }
 
-// leaseExtra starts opening n dedicated SFTP channels to t at once, spread over connections, and
-// delivers each on the returned channel as it opens (within the pool's acquire timeout, and
-// only while ctx lasts). stop cancels the opens still pending and closes every channel opened.
+// leaseExtra starts opening n dedicated SFTP channels to t at once and delivers each on the
+// returned channel as it opens (within the pool's acquire timeout, and only while ctx lasts).
+// stop cancels the opens still pending and closes every channel opened.
+//
+// Half of them (rounded up) go on the connection already carrying the transfer, or the
+// busiest other one with room (sshpool.DedicatedSFTP): they are ready after one channel open,
+// a few round trips, so the transfer runs over several channels almost from its first byte.
+// The rest go each on a connection of its own (sshpool.StripeSFTP: one TCP connection and one
+// sshd process per channel, for long paths where one connection's socket buffers or one sshd's
+// CPU are the limit), which may have to be dialed first: those join later. Both kinds count
+// against the pool's per-key, per-host and per-owner bounds as any channel does.
 func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int) (<-chan *sftp.Client, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan *sftp.Client, n) // never blocks a sender
@@ -220,9 +250,14 @@ func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int) (<-cha
 		held []*sshpool.SFTPLease
 		wg   sync.WaitGroup
 	)
-	for range n {
+	near := (n + 1) / 2
+	for i := range n {
 		wg.Go(func() {
-			l, err := s.deps.Pool.StripeSFTP(ctx, t)
+			lease := s.deps.Pool.StripeSFTP
+			if i < near {
+				lease = s.deps.Pool.DedicatedSFTP
+			}
+			l, err := lease(ctx, t)
 			if err != nil {
 				return
 			}

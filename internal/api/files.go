@@ -336,7 +336,7 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 			defer st.release()
 			return s.serveStriped(w, r, fsys, p, st)
 		}
-		br, release, err := s.downloadBuffer(r.Context())
+		bufs, release, err := s.readAheadBuffers(r.Context(), wantedBytes(r, e.Size))
 		if err != nil {
 			return err
 		}
@@ -346,7 +346,9 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		defer f.Close()
-		return s.serveFile(w, r, e, newPipelinedReader(f, br, e.Size))
+		sr := files.NewStripedReader([]io.ReaderAt{f}, e.Size, bufs, files.StripeChunksPerChannel)
+		defer sr.Close() // before the file is closed and the buffers go back
+		return s.serveFile(w, r, e, sr)
 	})
 }
 
@@ -362,7 +364,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, e *files.Entr
 	if w.Header().Get("Content-Type") == "" {
 		w.Header().Set("Content-Type", "application/octet-stream")
 	}
-	http.ServeContent(deadlineResponse{ResponseWriter: w, dw: dw}, r, "", e.ModTime, content)
+	http.ServeContent(bulkResponse{deadlineResponse{ResponseWriter: w, dw: dw}}, r, "", e.ModTime, content)
 	if err := dw.Err(); err != nil {
 		return fmt.Errorf("download abandoned by the client: %w", err)
 	}
@@ -409,10 +411,15 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	body, done := s.idleBody(w, r)
 	defer done()
 	return body.err(s.fsCallWith(r, true, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
-		// A large body on a long path is written over several channels at once.
+		// A large body on a long path is written over several channels at once; otherwise in
+		// chunks over this one, where the budget has room.
 		if st := s.stripes(r.Context(), t, c, r.ContentLength); st != nil {
 			defer st.release()
 			opts.Stripes, opts.Buffers = st.chans, st.bufs
+		} else {
+			var release func()
+			opts.Buffers, release = s.uploadChunks(r.Context(), r.ContentLength)
+			defer release()
 		}
 		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -280,7 +279,6 @@ type Server struct {
 	keySlots  *slot.Pool       // submitted private keys being parsed, with each user's share (keyparse.go)
 	outputs   *command.Budget  // buffered command output, server-wide
 	downloads *slot.Pool       // download read-ahead buffers, in bytes, with each user's share
-	dlBufs    sync.Pool        // *bufio.Reader of DownloadBufferBytes
 	limits    *limits          // per-owner shares
 	temps     *TempKeeper      // records of temporary names being written (temps.go)
 	listSnaps *files.Snapshots // kept listings of large directories (nil: none)

@@ -241,3 +241,80 @@ func TestStripeChannels(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkedOneChannel: with striping off, a download larger than a buffer is read two chunks
+// ahead and comes back byte-identical, whole and in ranges; an upload larger than a buffer is
+// written in chunks over its one channel (holding two buffers of the budget while it runs) and
+// verified; with the owner's share of the budget held, the upload still succeeds (through
+// pkg/sftp's own reads); every buffer goes back and nothing is left behind.
+func TestChunkedOneChannel(t *testing.T) {
+	const chunk = 64 << 10
+	e := newEnvConfig(t, Config{StripeMaxChannels: 1, DownloadBufferBytes: chunk, DownloadBufferBudgetBytes: 8 * chunk}, nil)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	url := "/v1/systems/hpc/content" + dir
+	budgetFree := func() bool {
+		l, err := e.api.downloads.TryAcquire("alice", e.api.downloads.Share())
+		l.Release()
+		return err == nil
+	}
+	size := 3<<20 + 4321
+	data := randomFile(t, e, dir, "big.bin", size)
+	r := e.do("alice", "GET", url+"/big.bin", nil)
+	if r.status != 200 || !bytes.Equal(r.body, data) {
+		t.Fatalf("download: %d, %d bytes, equal %v", r.status, len(r.body), bytes.Equal(r.body, data))
+	}
+	for _, rng := range [][2]int{{65530, 1999999}, {size - 70000, size - 1}, {5, 9}} {
+		r := e.do("alice", "GET", url+"/big.bin", nil, "Range", fmt.Sprintf("bytes=%d-%d", rng[0], rng[1]))
+		if r.status != 206 || !bytes.Equal(r.body, data[rng[0]:rng[1]+1]) {
+			t.Errorf("Range %v: %d, %d bytes", rng, r.status, len(r.body))
+		}
+	}
+	waitFor(t, 10*time.Second, "the downloads to give their buffers back", budgetFree)
+
+	payload := make([]byte, 2<<20+999)
+	_, _ = rand.Read(payload)
+	sum := sha256.Sum256(payload)
+	upload := func(name string) {
+		t.Helper()
+		r := e.do("alice", "PUT", url+"/"+name, string(payload), "X-Checksum-Sha256", hex.EncodeToString(sum[:]))
+		if r.status != 201 || r.json(t)["sha256"] != hex.EncodeToString(sum[:]) {
+			t.Fatalf("upload %s: %d %s", name, r.status, r.body)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("uploaded %s: %d bytes, equal %v, %v", name, len(got), bytes.Equal(got, payload), err)
+		}
+	}
+	upload("up.bin")
+	held, err := e.api.downloads.TryAcquire("alice", e.api.downloads.Share())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload("up2.bin")
+	held.Release()
+
+	// An upload under way holds its two chunks: the owner's whole share is no longer free.
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "PUT %s/cut.bin HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", url, e.token("alice"), len(payload))
+	if _, err := c.Write(payload[:len(payload)/2]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the upload to start", func() bool {
+		ents, _ := os.ReadDir(dir)
+		return len(ents) == 4
+	})
+	if budgetFree() {
+		t.Fatal("an upload under way holds no chunk buffers")
+	}
+	c.Close()
+	waitFor(t, 30*time.Second, "the cut upload to give its buffers back", budgetFree)
+	waitFor(t, 30*time.Second, "the cut upload to be cleaned up", func() bool {
+		ents, _ := os.ReadDir(dir)
+		return len(ents) == 3
+	})
+	assertOnly(t, dir, "big.bin", "up.bin", "up2.bin")
+}

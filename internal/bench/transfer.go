@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,6 +117,10 @@ type TransferBench struct {
 	Progress io.Writer
 	// Report receives the runs.
 	Report *TransferReport
+	// Profiles, when set, is a directory that receives a CPU profile of the bench process (which
+	// hosts sshapi) for each sshapi run, named after its path, scenario and cipher (see
+	// profileName). A run during which another CPU profile is under way gets none.
+	Profiles string
 }
 
 func (b *TransferBench) remote(name string) string {
@@ -123,6 +129,8 @@ func (b *TransferBench) remote(name string) string {
 
 // measure times fn, with CPU of this process tree and of sshd, and records the run.
 func (b *TransferBench) measure(scenario, target string, streams int, bytes int64, fn func() (int, error)) TransferRun {
+	stopProfile := b.startProfile(scenario, target, streams)
+	defer stopProfile()
 	own0, child0 := splitCPU()
 	var meter *cpuMeter
 	if len(b.SSHDPIDs) > 0 {
@@ -148,6 +156,41 @@ func (b *TransferBench) measure(scenario, target string, streams int, bytes int6
 	}
 	b.Report.Runs = append(b.Report.Runs, r)
 	return r
+}
+
+// startProfile starts the CPU profile of an sshapi run into Profiles and returns what stops it
+// (a no-op without Profiles, for a peer's run, or when the profile cannot start).
+func (b *TransferBench) startProfile(scenario, target string, streams int) func() {
+	if b.Profiles == "" || target != BaselineTarget {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(b.Profiles, profileName(b.Path, scenario, b.Cipher, streams)))
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
+
+// profileName is the file name of a run's CPU profile: its path, scenario, cipher and stream
+// count, reduced to letters, digits, '-' and '.'.
+func profileName(path, scenario, cipher string, streams int) string {
+	name := fmt.Sprintf("%s-%s-%s-%d", path, scenario, cipher, streams)
+	name = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.':
+			return r
+		}
+		return '_'
+	}, name)
+	return name + ".pprof"
 }
 
 // Run measures upload and download, then system-to-system transfers at each stream count (0 =
@@ -291,7 +334,9 @@ func (b *TransferBench) download(ctx context.Context, remote string) error {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
 		return &StatusError{Code: resp.StatusCode, Detail: strings.TrimSpace(string(msg))}
 	}
-	n, err := io.Copy(io.Discard, resp.Body)
+	// The body is read in large pieces, as a client that saves a download does, and not
+	// through io.Discard's ReadFrom (8 KiB reads): the bench process's CPU is charged to sshapi.
+	n, err := io.CopyBuffer(discardWriter{}, resp.Body, make([]byte, downloadReadBytes))
 	if err != nil {
 		return fmt.Errorf("download: %w", err)
 	}
@@ -300,6 +345,15 @@ func (b *TransferBench) download(ctx context.Context, remote string) error {
 	}
 	return nil
 }
+
+// downloadReadBytes is the size of the bench client's reads of a download's body.
+const downloadReadBytes = 256 << 10
+
+// discardWriter drops what it is given; unlike io.Discard it has no ReadFrom, so io.CopyBuffer
+// reads with the caller's buffer.
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 
 // transfer submits a transfer from Src to Dst with streams (0 = automatic), waits until it is
 // terminal and returns the stream count it used.

@@ -19,18 +19,22 @@ import (
 // chunks over all of them at once. Memory is the caller's: a fixed set of chunk buffers, handed
 // in and given back, bounds what is in flight.
 
-// JoinOn opens abs with flag on each SFTP channel that arrives on chans, as it arrives, and
-// hands the handle to join; a handle that join refuses (the striped read or write is over) is
-// closed at once. flag is os.O_RDONLY for reads or os.O_WRONLY for writes into an existing
-// temporary file: never O_CREATE or O_TRUNC, so no other name is ever made. A channel on which
-// the open fails is skipped. stop ends the joining (channels that arrive later stay with their
-// sender) and returns the handles join took, for the caller to close once it is done with them.
+// JoinOn opens abs with flag on each SFTP channel that arrives on chans, as it arrives (several
+// at once: each open is a round trip, and channels tend to arrive together), and hands the
+// handle to join; a handle that join refuses (the striped read or write is over) is closed at
+// once. flag is os.O_RDONLY for reads or os.O_WRONLY for writes into an existing temporary
+// file: never O_CREATE or O_TRUNC, so no other name is ever made. A channel on which the open
+// fails is skipped. stop ends the joining (channels that arrive later stay with their sender),
+// waits for the opens under way, and returns the handles join took, for the caller to close
+// once it is done with them.
 func JoinOn(chans <-chan *sftp.Client, abs string, flag int, join func(*sftp.File) bool) (stop func() []*sftp.File) {
 	quit := make(chan struct{})
-	done := make(chan struct{})
-	var joined []*sftp.File
-	go func() {
-		defer close(done)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		joined []*sftp.File
+	)
+	wg.Go(func() {
 		if flag&(os.O_CREATE|os.O_TRUNC) != 0 {
 			return
 		}
@@ -45,20 +49,26 @@ func JoinOn(chans <-chan *sftp.Client, abs string, flag int, join func(*sftp.Fil
 			case <-quit:
 				return
 			}
-			h, err := c.OpenFile(abs, flag)
-			if err != nil {
-				continue
-			}
-			if !join(h) {
-				_ = h.Close()
-				continue
-			}
-			joined = append(joined, h)
+			wg.Go(func() {
+				h, err := c.OpenFile(abs, flag)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if !join(h) {
+					_ = h.Close()
+					return
+				}
+				joined = append(joined, h)
+			})
 		}
-	}()
+	})
 	return func() []*sftp.File {
 		close(quit)
-		<-done
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
 		return joined
 	}
 }
@@ -329,11 +339,47 @@ func (s *StripedReader) head(c *chunk) ([]byte, int, error) {
 
 // Read implements io.Reader.
 func (s *StripedReader) Read(p []byte) (int, error) {
+	b, err := s.next()
+	if err != nil {
+		return 0, err
+	}
+	n := copy(p, b)
+	s.advance(n)
+	return n, nil
+}
+
+// WriteNTo writes the next n bytes (fewer if the file ends first) to w straight from the chunk
+// buffers, a chunk's bytes in one Write, without the copy Read makes. It returns the bytes
+// written; the end of the file before n is no error (the count tells).
+func (s *StripedReader) WriteNTo(w io.Writer, n int64) (int64, error) {
+	var done int64
+	for done < n {
+		b, err := s.next()
+		if errors.Is(err, io.EOF) {
+			return done, nil
+		}
+		if err != nil {
+			return done, err
+		}
+		b = b[:min(int64(len(b)), n-done)]
+		m, err := w.Write(b)
+		s.advance(m)
+		done += int64(m)
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// next returns the bytes of the current chunk not yet handed out, waiting for the next chunk
+// (and starting the read-ahead) when the current one is used up; io.EOF at the end.
+func (s *StripedReader) next() ([]byte, error) {
 	if s.err != nil {
-		return 0, s.err
+		return nil, s.err
 	}
 	if s.pos >= s.size {
-		return 0, io.EOF
+		return nil, io.EOF
 	}
 	if s.order == nil {
 		s.start()
@@ -341,24 +387,28 @@ func (s *StripedReader) Read(p []byte) (int, error) {
 	if s.cur == nil {
 		c, ok := <-s.order
 		if !ok {
-			return 0, io.EOF
+			return nil, io.EOF
 		}
 		buf, n, err := s.head(c)
 		if err != nil {
 			s.err = fmt.Errorf("striped read at %d: %w", c.off, err)
 			s.free <- buf[:cap(buf)]
-			return 0, s.err
+			return nil, s.err
 		}
 		s.cur, s.curAt = &chunk{off: c.off, buf: buf, n: n}, 0
 	}
-	n := copy(p, s.cur.buf[s.curAt:s.cur.n])
+	return s.cur.buf[s.curAt:s.cur.n], nil
+}
+
+// advance marks n more bytes of the current chunk handed out, giving its buffer back to the
+// read-ahead once all are.
+func (s *StripedReader) advance(n int) {
 	s.curAt += n
 	s.pos += int64(n)
 	if s.curAt >= s.cur.n {
 		s.free <- s.cur.buf[:cap(s.cur.buf)]
 		s.cur = nil
 	}
-	return n, nil
 }
 
 // halt stops the read-ahead and takes every buffer back.
@@ -534,12 +584,16 @@ func fill(r io.Reader, buf []byte) (int, error) {
 	return n, nil
 }
 
-// writeStriped writes r into the temporary file tmp (created exclusively through file) over
-// file at once and over every stripe channel as it arrives (opened there for writing).
+// writeStriped writes r into the temporary file tmp (created exclusively through file) in
+// chunks, over file at once and over every stripe channel as it arrives (opened there for
+// writing); without opts.Stripes over file alone.
 func (f *FS) writeStriped(ctx context.Context, file *sftp.File, tmp string, r io.Reader, h io.Writer, opts UploadOptions) (int64, error) {
 	w := newStripeWriter(opts.Buffers, StripeChunksPerChannel)
 	w.add(file)
-	stop := JoinOn(opts.Stripes, tmp, os.O_WRONLY, func(x *sftp.File) bool { return w.add(x) })
+	stop := func() []*sftp.File { return nil }
+	if opts.Stripes != nil {
+		stop = JoinOn(opts.Stripes, tmp, os.O_WRONLY, func(x *sftp.File) bool { return w.add(x) })
+	}
 	n, err := w.copy(ctx, ctxReader{ctx, r}, h)
 	for _, x := range stop() {
 		if cerr := x.Close(); cerr != nil && err == nil {

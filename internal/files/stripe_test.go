@@ -6,10 +6,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
+	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pkg/sftp"
 )
 
 // gatedAt is one handle to a file's bytes (shared by all its handles, under mu): it serves
@@ -230,5 +234,127 @@ func TestStripedReaderHedgesStalledHead(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// writeCounter records the bytes and the size of each Write.
+type writeCounter struct {
+	bytes.Buffer
+	sizes []int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.sizes = append(w.sizes, len(p))
+	return w.Buffer.Write(p)
+}
+
+// TestStripedReaderWriteNTo: WriteNTo hands out whole chunks in one Write each, continues where
+// a Read stopped, stops at n inside a chunk (the next Read goes on from there), and at the end of
+// the file returns the count without an error.
+func TestStripedReaderWriteNTo(t *testing.T) {
+	const chunk = 16 << 10
+	data := make([]byte, 5*chunk+77)
+	_, _ = rand.Read(data)
+	var mu sync.Mutex
+	h := &gatedAt{mu: &mu, data: &data}
+	sr := NewStripedReader([]io.ReaderAt{h}, int64(len(data)), buffers(2, chunk), StripeChunksPerChannel)
+	defer sr.Close()
+
+	head := make([]byte, 100)
+	if _, err := io.ReadFull(sr, head); err != nil {
+		t.Fatal(err)
+	}
+	var w writeCounter
+	n, err := sr.WriteNTo(&w, 2*chunk)
+	if err != nil || n != 2*chunk {
+		t.Fatalf("WriteNTo(2 chunks) = %d, %v", n, err)
+	}
+	if want := []int{chunk - 100, chunk, 100}; !slices.Equal(w.sizes, want) {
+		t.Fatalf("write sizes %v, want %v (the rest of a chunk, a whole chunk, then up to n)", w.sizes, want)
+	}
+	mid := make([]byte, 10)
+	if _, err := io.ReadFull(sr, mid); err != nil {
+		t.Fatal(err)
+	}
+	w2 := &writeCounter{}
+	n, err = sr.WriteNTo(w2, int64(len(data)))
+	if err != nil || n != int64(len(data))-2*chunk-110 {
+		t.Fatalf("WriteNTo past the end = %d, %v; want %d, nil", n, err, len(data)-2*chunk-110)
+	}
+	got := append(append(append(head, w.Bytes()...), mid...), w2.Bytes()...)
+	if !bytes.Equal(got, data) {
+		t.Fatal("Read and WriteNTo together returned different bytes")
+	}
+	if n, err := sr.WriteNTo(w2, 1); n != 0 || err != nil {
+		t.Fatalf("WriteNTo at the end = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// TestJoinOn: channels that arrive together are all opened and joined, stop returns every
+// handle join took, a handle join refuses is closed, and a channel sent after stop stays
+// unopened with its sender.
+func TestJoinOn(t *testing.T) {
+	e := newEnv(t)
+	p := e.dir + "/joined.bin"
+	if err := os.WriteFile(p, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clients := make([]*sftp.Client, 4)
+	for i := range clients {
+		c, err := sftp.NewClient(e.conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	chans := make(chan *sftp.Client, len(clients))
+	for _, c := range clients[:3] {
+		chans <- c
+	}
+	var mu sync.Mutex
+	var offered []*sftp.File
+	stop := JoinOn(chans, p, os.O_RDONLY, func(h *sftp.File) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		offered = append(offered, h)
+		return len(offered) != 2 // the second handle is refused
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(offered)
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 channels joined", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	joined := stop()
+	chans <- clients[3]
+	if len(joined) != 2 {
+		t.Fatalf("stop returned %d handles, want the 2 join took", len(joined))
+	}
+	for _, h := range joined {
+		b := make([]byte, 4)
+		if _, err := h.ReadAt(b, 3); err != nil || string(b) != "3456" {
+			t.Fatalf("joined handle reads %q, %v", b, err)
+		}
+		_ = h.Close()
+	}
+	var refused *sftp.File
+	for _, h := range offered {
+		if !slices.Contains(joined, h) {
+			refused = h
+		}
+	}
+	if _, err := refused.ReadAt(make([]byte, 1), 0); err == nil {
+		t.Fatal("the refused handle was left open")
+	}
+	if len(chans) != 1 {
+		t.Fatal("a channel sent after stop was taken")
 	}
 }

@@ -49,7 +49,10 @@ type UploadOptions struct {
 	// once created), for long fat paths where one channel's window is the limit. Hashing,
 	// verification and the rename are unchanged. The sender owns the channels.
 	Stripes <-chan *sftp.Client
-	// Buffers are a striped upload's chunk buffers (all the same length): they bound its memory.
+	// Buffers are the chunk buffers (all the same length) of a striped upload, or, without
+	// Stripes, of one written in chunks over the FS's channel alone (the body read a chunk at a
+	// time straight into them while the last chunk is written): they bound its memory. Without
+	// them the body goes through pkg/sftp's own 32 KiB reads.
 	Buffers [][]byte
 }
 
@@ -131,7 +134,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	}()
 	h := sha256.New()
 	var n int64
-	if opts.Stripes != nil && len(opts.Buffers) > 0 {
+	if len(opts.Buffers) > 0 {
 		n, err = f.writeStriped(ctx, file, tmp, r, h, opts)
 	} else {
 		n, err = file.ReadFromWithConcurrency(io.TeeReader(ctxReader{ctx, r}, h), 0)

@@ -67,6 +67,9 @@ type TransferOptions struct {
 	S3 bool
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
+	// Profiles, when set, is a directory that receives a CPU profile of the bench process per
+	// sshapi run (bench.TransferBench.Profiles).
+	Profiles string
 }
 
 func (o *TransferOptions) defaults() {
@@ -130,7 +133,7 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 	rep.Meta.SSHD = "OpenSSH sshd on 127.0.0.1, stock configuration; both systems of a system-to-system transfer are this sshd, registered twice"
 	rep.Meta.Versions = map[string]map[string]string{"sshapi": {"sshapi": service.Version}}
 	tmpl := bench.TransferBench{API: api, Local: local, Size: o.Size, RemoteDir: remoteDir, Verify: o.Verify, Peers: o.Compare,
-		SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep, Remove: func(p string) error { return os.Remove(p) }}
+		SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep, Profiles: o.Profiles, Remove: func(p string) error { return os.Remove(p) }}
 	for i, path := range o.Paths {
 		ends := &pathEnds{lab: l, path: path}
 		tb := tmpl
