@@ -87,21 +87,7 @@ func tarable(it *Item) bool {
 }
 
 // tarBatches cuts items into tar batches of at most n files and tarBatchBytes bytes.
-func tarBatches(items []*Item, n int) [][]*Item {
-	var out [][]*Item
-	start, size := 0, int64(0)
-	for i, it := range items {
-		if i > start && (i-start >= n || size+it.Size > tarBatchBytes) {
-			out = append(out, items[start:i])
-			start, size = i, 0
-		}
-		size += it.Size
-	}
-	if start < len(items) {
-		out = append(out, items[start:])
-	}
-	return out
-}
+func tarBatches(items []*Item, n int) [][]*Item { return chunks(items, n, tarBatchBytes) }
 
 // cappedBuffer keeps the first max bytes written to it.
 type cappedBuffer struct {

@@ -21,27 +21,13 @@ func TestBrowserDropFolder(t *testing.T) {
 	e, _ := newUIEnv(t, map[string]string{"dest/": ""})
 	ctx := e.ctx
 	local := t.TempDir()
-	for name, content := range map[string]string{
+	writeTree(t, local, map[string]string{
 		"proj/a.txt":        "A",
 		"proj/sub/b.txt":    "BB",
 		"proj/empty/":       "",
 		"proj/deep/deeper/": "",
 		"loose.txt":         "loose",
-	} {
-		p := filepath.Join(local, name)
-		if strings.HasSuffix(name, "/") {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	dest := filepath.Join(e.dir, "dest")
 	step(t, ctx, "open the destination", chromedp.Evaluate[chromedp.Void](`location.hash = `+jsString("#/hpc/"+strings.TrimPrefix(dest, "/"))))
 	waitJS(t, ctx, "the empty listing", `document.getElementById("count").textContent === "0 entries" && !document.getElementById("app").getAttribute("aria-busy")`)

@@ -63,12 +63,9 @@ func (e *uiEnv) register(t testing.TB, sshd *sshtest.Server, user, id string) {
 	}
 }
 
-// newUIEnv starts everything and signs in at the provider's form; files (relative path →
-// content, "/" suffix for a folder) are created in dir first, owned by the sshd's user.
-func newUIEnv(t testing.TB, files map[string]string) (*uiEnv, *sshtest.Server) {
+// writeTree creates files (relative path → content, "/" suffix for a folder) under dir.
+func writeTree(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
-	sshd := sshtest.New(t, sshtest.Options{})
-	dir := sshd.MkTemp(t)
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if strings.HasSuffix(name, "/") {
@@ -84,6 +81,15 @@ func newUIEnv(t testing.TB, files map[string]string) (*uiEnv, *sshtest.Server) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// newUIEnv starts everything and signs in at the provider's form; files (relative path →
+// content, "/" suffix for a folder) are created in dir first, owned by the sshd's user.
+func newUIEnv(t testing.TB, files map[string]string) (*uiEnv, *sshtest.Server) {
+	t.Helper()
+	sshd := sshtest.New(t, sshtest.Options{})
+	dir := sshd.MkTemp(t)
+	writeTree(t, dir, files)
 	if out, err := exec.Command("chown", "-R", sshd.User+":", dir).CombinedOutput(); err != nil {
 		t.Fatalf("chown: %v %s", err, out)
 	}
