@@ -23,6 +23,23 @@
 // delete: not atomic, so others may see both names, or (after a failure between the two) both
 // remain; it never touches a key outside the two confined paths. Grantees' operations still go
 // through Decision.Hold like on SSH systems, which orders them against each other.
+//
+// # Concurrency: what a decision reads, and what is kept
+//
+// Every decision reads the system and its credential from the store, in one query
+// (store.GetSystemCredential: one statement, so one snapshot of both rows), and grants with
+// another; neither is remembered between requests. A change that committed before a request
+// reads them — a system deleted or edited, a credential deleted or replaced, a grant revoked —
+// is therefore obeyed by that request, on every instance sharing the database. What is kept is
+// only the work derived from those rows: the signer parsed from the decrypted key (targets),
+// keyed by the owner, the system, the credential's generation and the system's updated_at as
+// that same query just returned them. The store gives every PutCredential a generation that
+// never repeats and every system update a new updated_at, so a kept signer is used only while
+// the rows it was built from are still the ones stored; a deleted credential has no row and is
+// refused before the kept signer is looked at. The cost of a decision is one prepared query
+// (SQLite parses it once per pooled connection; pgx caches it per connection) instead of two
+// parsed ones. Operators' switches (disabled users and systems) are the one answer cached
+// across requests: this instance sees a switch at once, others within Config.DisabledCacheTTL.
 package access
 
 import (

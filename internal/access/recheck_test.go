@@ -33,6 +33,11 @@ func (c *countingStore) GetCredential(ctx context.Context, owner, id string) (*s
 	return c.Store.GetCredential(ctx, owner, id)
 }
 
+func (c *countingStore) GetSystemCredential(ctx context.Context, owner, id string) (*store.System, *store.Credential, error) {
+	c.reads.Add(1)
+	return c.Store.GetSystemCredential(ctx, owner, id)
+}
+
 func (c *countingStore) ListGrants(ctx context.Context, p *store.GrantListParams) ([]store.Grant, error) {
 	c.reads.Add(1)
 	return c.Store.ListGrants(ctx, p)

@@ -64,21 +64,19 @@ func (r *Resolver) targetHop(ctx context.Context, owner, id string, hop int) (ss
 	return t, sys, nil
 }
 
-// ownTarget is the system's own hop, cached by its and its credential's versions.
+// ownTarget is the system's own hop. The system and its credential are read from the store on
+// every call, in one query (store.GetSystemCredential); only the parsed signer built from them
+// is kept, under the versions that query just read (see "Concurrency" in the package doc).
 func (r *Resolver) ownTarget(ctx context.Context, owner, id string) (sshpool.Target, *store.System, error) {
-	sys, err := r.deps.Store.GetSystem(ctx, owner, id)
+	sys, cred, err := r.deps.Store.GetSystemCredential(ctx, owner, id)
 	if err != nil {
 		return sshpool.Target{}, nil, err
 	}
 	if sys.KindOf() == store.KindS3 {
 		return sshpool.Target{}, sys, notSSH(sys)
 	}
-	cred, err := r.deps.Store.GetCredential(ctx, owner, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if cred == nil {
 		return sshpool.Target{}, nil, refuse(ErrUnusable, "system %q has no credential: PUT /v1/systems/%s/credential first", id, id)
-	}
-	if err != nil {
-		return sshpool.Target{}, nil, err
 	}
 	if err := storedCertUsable(cred.Certificate, time.Now()); err != nil {
 		return sshpool.Target{}, nil, err

@@ -181,6 +181,12 @@ type Store interface {
 	// GetCredential returns the owner's credential for systemID, or
 	// ErrNotFound.
 	GetCredential(ctx context.Context, owner, systemID string) (*Credential, error)
+	// GetSystemCredential returns the owner's system id and its credential, read
+	// together in one query (one snapshot: never a credential of an older or
+	// newer system row). The credential is nil when the system has none; a
+	// missing system is ErrNotFound. Access decisions read this on every
+	// request, so drivers keep the query prepared.
+	GetSystemCredential(ctx context.Context, owner, id string) (*System, *Credential, error)
 	// DeleteCredential removes the owner's credential for systemID, or fails
 	// with ErrNotFound.
 	DeleteCredential(ctx context.Context, owner, systemID string) error

@@ -25,6 +25,7 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
+	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -112,15 +113,25 @@ const systemColumns = `owner, id, host, port, host_keys, host_key_fingerprints,
 
 func scanSystem(r pgx.Row) (*store.System, error) {
 	var s store.System
-	if err := r.Scan(&s.Owner, &s.ID, &s.Host, &s.Port, &s.HostKeys, &s.HostKeyFingerprints, &s.TrustOnFirstUse,
-		&s.MaxSessions, &s.RootDir, &s.Description, &s.CreatedAt, &s.UpdatedAt, &s.Jump, &s.Ciphers, &s.KeyExchanges,
-		&s.Kind, &s.Endpoint, &s.Region, &s.Bucket, &s.Prefix, &s.PathStyle); err != nil {
+	if err := r.Scan(systemDest(&s)...); err != nil {
 		return nil, err
 	}
+	normalizeSystem(&s)
+	return &s, nil
+}
+
+// systemDest returns the scan destinations of systemColumns in s.
+func systemDest(s *store.System) []any {
+	return []any{&s.Owner, &s.ID, &s.Host, &s.Port, &s.HostKeys, &s.HostKeyFingerprints, &s.TrustOnFirstUse,
+		&s.MaxSessions, &s.RootDir, &s.Description, &s.CreatedAt, &s.UpdatedAt, &s.Jump, &s.Ciphers, &s.KeyExchanges,
+		&s.Kind, &s.Endpoint, &s.Region, &s.Bucket, &s.Prefix, &s.PathStyle}
+}
+
+// normalizeSystem makes a scanned system's lists non-nil and its times UTC.
+func normalizeSystem(s *store.System) {
 	s.HostKeys, s.HostKeyFingerprints = nonNilStrings(s.HostKeys), nonNilStrings(s.HostKeyFingerprints)
 	s.Ciphers, s.KeyExchanges = nonNilStrings(s.Ciphers), nonNilStrings(s.KeyExchanges)
 	s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
-	return &s, nil
 }
 
 // CreateSystem implements store.Store.
@@ -283,6 +294,51 @@ func (d *DB) GetCredential(ctx context.Context, owner, systemID string) (*store.
 	}
 	c.CreatedAt = c.CreatedAt.UTC()
 	return &c, nil
+}
+
+// systemCredentialQuery reads a system and its credential (NULLs when it has none) in one
+// statement, so in one snapshot. pgx prepares and caches it on each pooled connection.
+var systemCredentialQuery = `SELECT ` + prefixed("s.", systemColumns) + `, ` + prefixed("c.", credentialColumns) + `
+	FROM systems s LEFT JOIN credentials c ON c.owner = s.owner AND c.system_id = s.id
+	WHERE s.owner = $1 AND s.id = $2`
+
+// prefixed qualifies every column of a comma-separated list with p.
+func prefixed(p, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// GetSystemCredential implements store.Store.
+func (d *DB) GetSystemCredential(ctx context.Context, owner, id string) (*store.System, *store.Credential, error) {
+	var (
+		s                                        store.System
+		cOwner, cSystem, user, keyType, fp, cert *string
+		keyID                                    *string
+		wrapped, ciphertext                      []byte
+		gen                                      *int64
+		created                                  *time.Time
+	)
+	dest := append(systemDest(&s), &cOwner, &cSystem, &user, &keyType, &fp, &cert, &keyID, &wrapped, &ciphertext, &gen, &created)
+	err := d.pool.QueryRow(ctx, systemCredentialQuery, owner, id).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("system %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("postgres: get system and credential: %w", err)
+	}
+	normalizeSystem(&s)
+	if cOwner == nil {
+		return &s, nil, nil
+	}
+	return &s, &store.Credential{
+		Owner: *cOwner, SystemID: *cSystem, Username: *user, KeyType: *keyType,
+		PublicKeyFingerprint: *fp, Certificate: *cert,
+		Sealed:     secret.Sealed{KeyID: *keyID, WrappedKey: wrapped, Ciphertext: ciphertext},
+		Generation: *gen, CreatedAt: created.UTC(),
+	}, nil
 }
 
 // DeleteCredential implements store.Store.

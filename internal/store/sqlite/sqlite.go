@@ -24,6 +24,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/sshapi/sshapi/internal/secret"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -42,6 +43,10 @@ var migrations embed.FS
 // use.
 type DB struct {
 	db *sql.DB
+	// systemCredential is GetSystemCredential's query, prepared once: database/sql prepares
+	// it on each pooled connection the first time that connection runs it and keeps it there,
+	// so the SQL is parsed once per connection instead of once per access decision.
+	systemCredential *sql.Stmt
 	// SQLTemps and SQLUploads are queries shared with every driver, run through sharedQuerier.
 	store.SQLTemps
 	store.SQLUploads
@@ -60,7 +65,12 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{db: db, SQLTemps: store.SQLTemps{Q: newSharedQuerier(db)}, SQLUploads: store.SQLUploads{Q: newSharedQuerier(db)}}, nil
+	sc, err := db.PrepareContext(ctx, systemCredentialQuery)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	return &DB{db: db, systemCredential: sc, SQLTemps: store.SQLTemps{Q: newSharedQuerier(db)}, SQLUploads: store.SQLUploads{Q: newSharedQuerier(db)}}, nil
 }
 
 // OpenFile opens (creating if needed) the SQLite file at path with the settings every sshapi
@@ -142,6 +152,7 @@ func (d *DB) Ping(ctx context.Context) error {
 
 // Close closes the database.
 func (d *DB) Close() error {
+	_ = d.systemCredential.Close() // closed with the pool anyway; the pool's error is the one to report
 	if err := d.db.Close(); err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}
@@ -372,6 +383,53 @@ func (d *DB) GetCredential(ctx context.Context, owner, systemID string) (*store.
 	return &c, nil
 }
 
+// systemCredentialQuery reads a system and its credential (NULLs when it has none) in one
+// statement, so in one read snapshot.
+var systemCredentialQuery = `SELECT ` + prefixed("s.", systemColumns) + `, ` + prefixed("c.", credentialColumns) + `
+	FROM systems s LEFT JOIN credentials c ON c.owner = s.owner AND c.system_id = s.id
+	WHERE s.owner = ? AND s.id = ?`
+
+// prefixed qualifies every column of a comma-separated list with p.
+func prefixed(p, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// GetSystemCredential implements store.Store.
+func (d *DB) GetSystemCredential(ctx context.Context, owner, id string) (*store.System, *store.Credential, error) {
+	var (
+		sr                                 systemRow
+		cOwner, cSystem, user, keyType, fp sql.NullString
+		cert, keyID                        sql.NullString
+		wrapped, ciphertext                []byte
+		gen, created                       sql.NullInt64
+	)
+	dest := append(sr.dest(), &cOwner, &cSystem, &user, &keyType, &fp, &cert, &keyID, &wrapped, &ciphertext, &gen, &created)
+	err := d.systemCredential.QueryRowContext(ctx, owner, id).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, fmt.Errorf("system %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
+	}
+	sys, err := sr.system()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
+	}
+	if !cOwner.Valid {
+		return sys, nil, nil
+	}
+	return sys, &store.Credential{
+		Owner: cOwner.String, SystemID: cSystem.String, Username: user.String, KeyType: keyType.String,
+		PublicKeyFingerprint: fp.String, Certificate: cert.String,
+		Sealed:     secret.Sealed{KeyID: keyID.String, WrappedKey: wrapped, Ciphertext: ciphertext},
+		Generation: gen.Int64, CreatedAt: fromMicros(created.Int64),
+	}, nil
+}
+
 // DeleteCredential implements store.Store.
 func (d *DB) DeleteCredential(ctx context.Context, owner, systemID string) error {
 	res, err := d.db.ExecContext(ctx, `DELETE FROM credentials WHERE owner = ? AND system_id = ?`, owner, systemID)
@@ -451,31 +509,46 @@ type scanner interface {
 }
 
 func scanSystem(r scanner) (*store.System, error) {
-	var (
-		s                store.System
-		keys, fps        string
-		ciphers, kex     string
-		created, updated int64
-	)
-	if err := r.Scan(&s.Owner, &s.ID, &s.Host, &s.Port, &keys, &fps, &s.TrustOnFirstUse,
-		&s.MaxSessions, &s.RootDir, &s.Description, &created, &updated,
-		&s.Jump, &ciphers, &kex, &s.Kind, &s.Endpoint, &s.Region, &s.Bucket, &s.Prefix,
-		&s.PathStyle); err != nil {
+	var sr systemRow
+	if err := r.Scan(sr.dest()...); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(ciphers), &s.Ciphers); err != nil {
+	return sr.system()
+}
+
+// systemRow is a systems row as scanned (systemColumns, in order), before decoding.
+type systemRow struct {
+	s                store.System
+	keys, fps        string
+	ciphers, kex     string
+	created, updated int64
+}
+
+// dest returns the scan destinations of systemColumns.
+func (r *systemRow) dest() []any {
+	s := &r.s
+	return []any{&s.Owner, &s.ID, &s.Host, &s.Port, &r.keys, &r.fps, &s.TrustOnFirstUse,
+		&s.MaxSessions, &s.RootDir, &s.Description, &r.created, &r.updated,
+		&s.Jump, &r.ciphers, &r.kex, &s.Kind, &s.Endpoint, &s.Region, &s.Bucket, &s.Prefix,
+		&s.PathStyle}
+}
+
+// system decodes the scanned row.
+func (r *systemRow) system() (*store.System, error) {
+	s := r.s
+	if err := json.Unmarshal([]byte(r.ciphers), &s.Ciphers); err != nil {
 		return nil, fmt.Errorf("ciphers of %q: %w", s.ID, err)
 	}
-	if err := json.Unmarshal([]byte(kex), &s.KeyExchanges); err != nil {
+	if err := json.Unmarshal([]byte(r.kex), &s.KeyExchanges); err != nil {
 		return nil, fmt.Errorf("key_exchanges of %q: %w", s.ID, err)
 	}
-	if err := json.Unmarshal([]byte(keys), &s.HostKeys); err != nil {
+	if err := json.Unmarshal([]byte(r.keys), &s.HostKeys); err != nil {
 		return nil, fmt.Errorf("host_keys of %q: %w", s.ID, err)
 	}
-	if err := json.Unmarshal([]byte(fps), &s.HostKeyFingerprints); err != nil {
+	if err := json.Unmarshal([]byte(r.fps), &s.HostKeyFingerprints); err != nil {
 		return nil, fmt.Errorf("host_key_fingerprints of %q: %w", s.ID, err)
 	}
-	s.CreatedAt, s.UpdatedAt = fromMicros(created), fromMicros(updated)
+	s.CreatedAt, s.UpdatedAt = fromMicros(r.created), fromMicros(r.updated)
 	return &s, nil
 }
 

@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"CredentialRoundTrip", testCredentialRoundTrip},
 		{"CredentialGeneration", testCredentialGeneration},
 		{"DeleteSystemRemovesCredential", testDeleteSystemRemovesCredential},
+		{"SystemCredential", testSystemCredential},
 		{"Audit", testAudit},
 		{"ConcurrentWrites", testConcurrentWrites},
 		{"Ping", testPing},
@@ -532,6 +533,71 @@ func testCredentialGeneration(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 		sameCredential(t, got, c)
+	}
+}
+
+// testSystemCredential checks the joined read access decisions make: it sees exactly what
+// GetSystem and GetCredential see after every change (a stale answer would let a deleted
+// credential or system keep working).
+func testSystemCredential(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	sys := sampleSystem("alice", "cluster")
+	mustCreate(t, s, sys)
+	mustCreate(t, s, sampleSystem("alice", "other"))
+	mustPut(t, s, sampleCredential("alice", "other", "someone_else"))
+	var cur *store.Credential
+	steps := []struct {
+		name string
+		do   func()
+	}{
+		{"no credential", func() {}},
+		{"credential put", func() { cur = sampleCredential("alice", "cluster", "u1"); mustPut(t, s, cur) }},
+		{"credential replaced", func() { cur = sampleCredential("alice", "cluster", "u2"); mustPut(t, s, cur) }},
+		{"system updated", func() {
+			sys.Description = "changed"
+			sys.UpdatedAt = time.Time{}
+			if err := s.UpdateSystem(ctx, sys); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"credential deleted", func() {
+			if err := s.DeleteCredential(ctx, "alice", "cluster"); err != nil {
+				t.Fatal(err)
+			}
+			cur = nil
+		}},
+	}
+	for _, st := range steps {
+		st.do()
+		gotSys, gotCred, err := s.GetSystemCredential(ctx, "alice", "cluster")
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		wantSys, err := s.GetSystem(ctx, "alice", "cluster")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameSystem(t, gotSys, wantSys)
+		if !gotSys.UpdatedAt.Equal(wantSys.UpdatedAt) {
+			t.Fatalf("%s: UpdatedAt %v, want %v", st.name, gotSys.UpdatedAt, wantSys.UpdatedAt)
+		}
+		switch {
+		case cur == nil && gotCred != nil:
+			t.Fatalf("%s: credential %+v, want none", st.name, gotCred)
+		case cur != nil && gotCred == nil:
+			t.Fatalf("%s: no credential, want generation %d", st.name, cur.Generation)
+		case cur != nil:
+			sameCredential(t, gotCred, cur)
+		}
+	}
+	if err := s.DeleteSystem(ctx, "alice", "cluster"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.GetSystemCredential(ctx, "alice", "cluster"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after DeleteSystem: %v, want ErrNotFound", err)
+	}
+	if _, _, err := s.GetSystemCredential(ctx, "bob", "other"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another owner's system: %v, want ErrNotFound", err)
 	}
 }
 
