@@ -80,6 +80,10 @@ type ListOptions struct {
 	SnapshotOwner string
 
 	namesOnly bool // entries may be read without their attributes (see FS.fillAttrs)
+	// read, when set, is the directory's entries already read whole (by fromSnapshot, at the
+	// same time as the stat that decided it is small): eachEntry walks them instead of
+	// reading the directory again.
+	read *[]os.FileInfo
 }
 
 // Listing is one page of a directory listing.
@@ -126,11 +130,11 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	}
 	var b *builder
 	if opts.Snapshots != nil && opts.SnapshotID != "" && !opts.Recursive {
-		l, nb, err := f.fromSnapshot(ctx, dir, opts)
+		l, nb, read, err := f.fromSnapshot(ctx, dir, opts)
 		if l != nil || err != nil {
 			return l, err
 		}
-		b = nb
+		b, opts.read = nb, read
 	}
 	l := &Listing{Path: dir}
 	top := newSortedTopK(window, opts.After, opts.Sort, opts.Desc)
@@ -210,31 +214,90 @@ const snapshotMinEntries = 2000
 
 // fromSnapshot answers the page opts asks for of directory dir from opts.Snapshots when it
 // holds a listing that may be served (see listsnap.go). Otherwise it returns a builder to
-// collect this listing with (nil when the directory is small or changed too recently).
-func (f *FS) fromSnapshot(ctx context.Context, dir string, opts ListOptions) (*Listing, *builder, error) {
+// collect this listing with (nil when the directory is small or changed too recently) and,
+// for a small directory, its entries: the directory is read on the shared channel at the same
+// time as the stat that dates it (a small directory costs the one stat the listing makes
+// anyway, not a round trip of its own before the read); the read is abandoned when the stat
+// says the directory is large or kept.
+func (f *FS) fromSnapshot(ctx context.Context, dir string, opts ListOptions) (*Listing, *builder, *[]os.FileInfo, error) {
 	if err := checkCtx(ctx, "list", dir); err != nil {
-		return nil, nil, err
-	}
-	fi, err := f.c.Stat(dir)
-	if err != nil || !fi.IsDir() {
-		return nil, nil, nil // List reports it as it always has
+		return nil, nil, nil, err
 	}
 	k := snapKey{id: opts.SnapshotID, dir: dir, pattern: opts.Pattern, hidden: opts.ShowHidden}
-	stamp := dirStamp{mtime: fi.ModTime().Unix(), size: fi.Size()}
-	if sn := opts.Snapshots.lookup(k, stamp, opts.Sort); sn != nil {
+	var (
+		sn    *snapshot
+		stamp dirStamp
+		small bool
+	)
+	fi, infos, readErr, wait, err := f.statReading(ctx, dir, f.opts.StreamDirBytes > 0, func(fi os.FileInfo) bool {
+		stamp = dirStamp{mtime: fi.ModTime().Unix(), size: fi.Size()}
+		if sn = opts.Snapshots.lookup(k, stamp, opts.Sort); sn != nil {
+			return false
+		}
+		small = fi.Size() <= f.opts.StreamDirBytes && f.opts.StreamDirBytes > 0
+		return small
+	})
+	if wait != nil {
+		defer wait()
+	}
+	if err != nil || !fi.IsDir() {
+		return nil, nil, nil, nil // List reports it as it always has
+	}
+	if sn != nil {
 		l := snapshotPage(sn, dir, opts)
 		if err := f.fillAttrs(ctx, l.Entries); err != nil {
-			return nil, nil, wrap("list", dir, err)
+			return nil, nil, nil, wrap("list", dir, err)
 		}
 		if err := f.readLinks(ctx, l.Entries); err != nil {
-			return nil, nil, wrap("list", dir, err)
+			return nil, nil, nil, wrap("list", dir, err)
 		}
-		return l, nil, nil
+		return l, nil, nil, nil
 	}
-	if fi.Size() <= f.opts.StreamDirBytes && f.opts.StreamDirBytes > 0 {
-		return nil, nil, nil // small: read whole, in one go, every time
+	if small {
+		if readErr != nil {
+			return nil, nil, nil, f.dirErr(ctx, "list", dir, readErr)
+		}
+		if infos == nil {
+			return nil, nil, nil, nil // not read at the same time: List reads it
+		}
+		return nil, nil, &infos, nil
 	}
-	return nil, opts.Snapshots.newBuilder(k, opts.SnapshotOwner, stamp), nil
+	return nil, opts.Snapshots.newBuilder(k, opts.SnapshotOwner, stamp), nil, nil
+}
+
+// statReading stats directory dir and, when read is set, reads it whole on the shared channel at
+// the same time. keep, called with the stat's answer when the stat succeeds, says whether the
+// read is wanted: when it is not, the read is abandoned and winds down (its last READDIR and
+// CLOSE) while the caller goes on, and the caller must call wait (when not nil) before it
+// returns. infos and readErr are the read's outcome when it was kept (infos nil otherwise).
+func (f *FS) statReading(ctx context.Context, dir string, read bool, keep func(os.FileInfo) bool) (fi os.FileInfo, infos []os.FileInfo, readErr error, wait func(), err error) {
+	if !read {
+		if fi, err = f.c.Stat(dir); err == nil && fi.IsDir() {
+			keep(fi)
+		}
+		return fi, nil, nil, nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	type result struct {
+		infos []os.FileInfo
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		infos, err := f.c.ReadDirContext(rctx, dir)
+		done <- result{infos, err}
+	}()
+	fi, err = f.c.Stat(dir)
+	if err != nil || !fi.IsDir() || !keep(fi) {
+		cancel()
+		return fi, nil, nil, func() { <-done }, err
+	}
+	r := <-done
+	cancel()
+	if r.infos == nil && r.err == nil {
+		r.infos = []os.FileInfo{}
+	}
+	return fi, r.infos, r.err, nil, nil
 }
 
 // eachEntry calls fn for every entry of directory dir that passes opts' filters, each named
@@ -242,7 +305,11 @@ func (f *FS) fromSnapshot(ctx context.Context, dir string, opts ListOptions) (*L
 // (see topK.add).
 func (f *FS) eachEntry(ctx context.Context, op, dir, prefix string, opts ListOptions, fn func(d *dirent, name []byte, abs string)) error {
 	var named []byte
-	return f.eachDirentOf(ctx, op, dir, opts.namesOnly, func(d *dirent) error {
+	each := func(fn func(*dirent) error) error { return f.eachDirentOf(ctx, op, dir, opts.namesOnly, fn) }
+	if opts.read != nil {
+		each = func(fn func(*dirent) error) error { return eachRead(*opts.read, fn) }
+	}
+	return each(func(d *dirent) error {
 		if !opts.ShowHidden && len(d.name) > 0 && d.name[0] == '.' {
 			return nil
 		}
@@ -363,14 +430,7 @@ func (f *FS) eachDirentOf(ctx context.Context, op, dir string, namesOnly bool, f
 			defer wait()
 		}
 		if !big {
-			var d dirent
-			for _, fi := range infos {
-				d.setInfo(fi)
-				if err := fn(&d); err != nil {
-					return err
-				}
-			}
-			return nil
+			return eachRead(infos, fn)
 		}
 	}
 	if f.opts.ListCommand {
@@ -403,6 +463,19 @@ func (f *FS) eachDirentOf(ctx context.Context, op, dir string, namesOnly bool, f
 			return f.dirErr(ctx, op, dir, err)
 		}
 	}
+}
+
+// eachRead calls fn for every entry of a directory read whole, in the server's order, and stops
+// at the first error fn returns.
+func eachRead(infos []os.FileInfo, fn func(*dirent) error) error {
+	var d dirent
+	for _, fi := range infos {
+		d.setInfo(fi)
+		if err := fn(&d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // callbackError carries an error of dirStream.next's callback, returned as it is.

@@ -401,8 +401,10 @@ func (d *DB) GetUserGroups(ctx context.Context, p *store.UserGroupsParams) ([]st
 // AppendAuditBatch implements store.AccessStore.
 func (d *DB) AppendAuditBatch(ctx context.Context, p *store.AuditAppendParams) error {
 	return d.inTx(ctx, func(tx *sql.Tx) error {
+		st := tx.StmtContext(ctx, d.auditInsert)
+		defer st.Close()
 		for _, e := range p.Entries {
-			if err := appendAudit(ctx, tx, e); err != nil {
+			if err := appendAudit(ctx, st, e); err != nil {
 				return err
 			}
 		}

@@ -47,6 +47,9 @@ type DB struct {
 	// it on each pooled connection the first time that connection runs it and keeps it there,
 	// so the SQL is parsed once per connection instead of once per access decision.
 	systemCredential *sql.Stmt
+	// auditInsert is appendAudit's statement, prepared once like systemCredential (the
+	// audit writer inserts an entry per audited request).
+	auditInsert *sql.Stmt
 	// SQLTemps and SQLUploads are queries shared with every driver, run through sharedQuerier.
 	store.SQLTemps
 	store.SQLUploads
@@ -70,7 +73,13 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
-	return &DB{db: db, systemCredential: sc, SQLTemps: store.SQLTemps{Q: newSharedQuerier(db)}, SQLUploads: store.SQLUploads{Q: newSharedQuerier(db)}}, nil
+	ai, err := db.PrepareContext(ctx, auditInsertQuery)
+	if err != nil {
+		sc.Close()
+		db.Close()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	return &DB{db: db, systemCredential: sc, auditInsert: ai, SQLTemps: store.SQLTemps{Q: newSharedQuerier(db)}, SQLUploads: store.SQLUploads{Q: newSharedQuerier(db)}}, nil
 }
 
 // OpenFile opens (creating if needed) the SQLite file at path with the settings every sshapi
@@ -153,6 +162,7 @@ func (d *DB) Ping(ctx context.Context) error {
 // Close closes the database.
 func (d *DB) Close() error {
 	_ = d.systemCredential.Close() // closed with the pool anyway; the pool's error is the one to report
+	_ = d.auditInsert.Close()
 	if err := d.db.Close(); err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}
@@ -441,15 +451,14 @@ func (d *DB) DeleteCredential(ctx context.Context, owner, systemID string) error
 
 // AppendAudit implements store.Store.
 func (d *DB) AppendAudit(ctx context.Context, e store.AuditEntry) error {
-	return appendAudit(ctx, d.db, e)
+	return appendAudit(ctx, d.auditInsert, e)
 }
 
-// execer is what *sql.DB and *sql.Tx have in common for writes.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
+const auditInsertQuery = `INSERT INTO audit_log (time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id, entry_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (entry_id) DO NOTHING`
 
-func appendAudit(ctx context.Context, db execer, e store.AuditEntry) error {
+// appendAudit inserts e with st, the prepared auditInsertQuery (or its copy in a transaction).
+func appendAudit(ctx context.Context, st *sql.Stmt, e store.AuditEntry) error {
 	if e.Owner == "" || e.Action == "" {
 		return fmt.Errorf("audit entry without owner or action: %w", store.ErrInvalid)
 	}
@@ -465,8 +474,7 @@ func appendAudit(ctx context.Context, db execer, e store.AuditEntry) error {
 	if e.ID != "" {
 		id = e.ID
 	}
-	_, err = db.ExecContext(ctx, `INSERT INTO audit_log (time, owner, action, system_id, detail, system_owner, paths, status, bytes, request_id, link_id, entry_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (entry_id) DO NOTHING`, t.UnixMicro(), e.Owner, e.Action, e.SystemID, e.Detail,
+	_, err = st.ExecContext(ctx, t.UnixMicro(), e.Owner, e.Action, e.SystemID, e.Detail,
 		e.SystemOwner, string(paths), e.Status, e.Bytes, e.RequestID, e.LinkID, id)
 	if err != nil {
 		return fmt.Errorf("sqlite: append audit: %w", err)

@@ -1,0 +1,138 @@
+package files
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pkg/sftp"
+)
+
+// sftpServerPath is Debian's OpenSSH sftp-server, the one the test sshd runs.
+const sftpServerPath = "/usr/lib/openssh/sftp-server"
+
+// countedSFTP starts OpenSSH's sftp-server as a child with every request logged (-l DEBUG3 on
+// stderr) and a pkg/sftp client on its pipes. requests closes the client, waits for the server
+// to exit and returns the operations it was asked for, in order, as the server logged them.
+func countedSFTP(t *testing.T) (c *sftp.Client, requests func() []string) {
+	t.Helper()
+	cmd := exec.Command(sftpServerPath, "-e", "-l", "DEBUG3")
+	var log bytes.Buffer
+	cmd.Stderr = &log
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c, err = sftp.NewClientPipe(out, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	stop := func() {
+		if !done {
+			done = true
+			_ = c.Close()
+			_ = cmd.Wait() // stderr is copied whole before Wait returns
+		}
+	}
+	t.Cleanup(stop)
+	re := regexp.MustCompile(`request \d+: (\w+)`)
+	return c, func() []string {
+		stop()
+		var ops []string
+		for _, m := range re.FindAllStringSubmatch(log.String(), -1) {
+			if m[1] != "sent" && m[1] != "limits" {
+				ops = append(ops, m[1])
+			}
+		}
+		return ops
+	}
+}
+
+// noChannels is noRunner that can also open channels, as the pool's runner can (so a listing
+// takes the path it takes in the API), failing the test if one is opened.
+type noChannels struct{ noRunner }
+
+// OpenSubsystem implements Channels.
+func (n noChannels) OpenSubsystem(_ context.Context, name string) (io.ReadWriteCloser, error) {
+	n.t.Errorf("unexpected channel for subsystem %s", name)
+	return nil, errors.New("no channels allowed")
+}
+
+// TestSmallListRequests: a listing of a 10-entry directory, as the API makes it (kept listings
+// on, StreamDirBytes as configured), asks the SFTP server for one stat of the directory and the
+// read itself (opendir, readdir until the end, close) — the stat that dates the directory for
+// kept listings is the one that tells a small directory from a large one, sent while the read
+// is under way, not a round trip of its own before it. Counted by the sftp-server's own log.
+func TestSmallListRequests(t *testing.T) {
+	if _, err := os.Stat(sftpServerPath); err != nil {
+		t.Fatalf("sftp-server: %v", err)
+	}
+	dir := t.TempDir()
+	var want []string
+	for i := range 10 {
+		name := fmt.Sprintf("f%02d", i)
+		want = append(want, name)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	snaps := NewSnapshots(SnapshotConfig{Bytes: 64 << 20, PerOwnerBytes: 32 << 20, TTL: time.Hour})
+	tests := []struct {
+		name string
+		opts ListOptions
+	}{
+		{"kept listings on", ListOptions{Limit: 200, Snapshots: snaps, SnapshotID: "sys\x00user", SnapshotOwner: "alice"}},
+		{"kept listings off", ListOptions{Limit: 200}},
+		{"sorted by size", ListOptions{Limit: 200, Sort: SortSize, Snapshots: snaps, SnapshotID: "sys\x00user", SnapshotOwner: "alice"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, requests := countedSFTP(t)
+			f := New(c, noChannels{noRunner{t}}, Options{Home: dir, StreamDirBytes: 64 << 10, ListCommand: true})
+			for round := range 2 { // the second listing of the same directory costs the same
+				l, err := f.List(t.Context(), dir, tt.opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, e := range l.Entries {
+					got = append(got, e.Name)
+					if e.Mode != "0644" || e.Size != 3 {
+						t.Fatalf("round %d: entry %+v: want mode 0644 and size 3", round, e)
+					}
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("round %d: listed %v, want %v", round, got, want)
+				}
+			}
+			ops := requests()
+			slices.Sort(ops)
+			wantOps := []string{"close", "close", "opendir", "opendir", "readdir", "readdir", "readdir", "readdir", "stat", "stat"}
+			if !slices.Equal(ops, wantOps) {
+				t.Fatalf("two listings asked the server for %v, want %v", ops, wantOps)
+			}
+		})
+	}
+}
