@@ -130,7 +130,10 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	}
 	var b *builder
 	if opts.Snapshots != nil && opts.SnapshotID != "" && !opts.Recursive {
-		l, nb, read, err := f.fromSnapshot(ctx, dir, opts)
+		l, nb, read, wait, err := f.fromSnapshot(ctx, dir, opts)
+		if wait != nil {
+			defer wait()
+		}
 		if l != nil || err != nil {
 			return l, err
 		}
@@ -218,10 +221,11 @@ const snapshotMinEntries = 2000
 // for a small directory, its entries: the directory is read on the shared channel at the same
 // time as the stat that dates it (a small directory costs the one stat the listing makes
 // anyway, not a round trip of its own before the read); the read is abandoned when the stat
-// says the directory is large or kept.
-func (f *FS) fromSnapshot(ctx context.Context, dir string, opts ListOptions) (*Listing, *builder, *[]os.FileInfo, error) {
+// says the directory is large or kept, and the caller must then call wait (when not nil) before
+// it returns, as the abandoned read winds down meanwhile.
+func (f *FS) fromSnapshot(ctx context.Context, dir string, opts ListOptions) (l *Listing, b *builder, read *[]os.FileInfo, wait func(), err error) {
 	if err := checkCtx(ctx, "list", dir); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	k := snapKey{id: opts.SnapshotID, dir: dir, pattern: opts.Pattern, hidden: opts.ShowHidden}
 	var (
@@ -237,32 +241,29 @@ func (f *FS) fromSnapshot(ctx context.Context, dir string, opts ListOptions) (*L
 		small = fi.Size() <= f.opts.StreamDirBytes && f.opts.StreamDirBytes > 0
 		return small
 	})
-	if wait != nil {
-		defer wait()
-	}
 	if err != nil || !fi.IsDir() {
-		return nil, nil, nil, nil // List reports it as it always has
+		return nil, nil, nil, wait, nil // List reports it as it always has
 	}
 	if sn != nil {
-		l := snapshotPage(sn, dir, opts)
+		l = snapshotPage(sn, dir, opts)
 		if err := f.fillAttrs(ctx, l.Entries); err != nil {
-			return nil, nil, nil, wrap("list", dir, err)
+			return nil, nil, nil, wait, wrap("list", dir, err)
 		}
 		if err := f.readLinks(ctx, l.Entries); err != nil {
-			return nil, nil, nil, wrap("list", dir, err)
+			return nil, nil, nil, wait, wrap("list", dir, err)
 		}
-		return l, nil, nil, nil
+		return l, nil, nil, wait, nil
 	}
 	if small {
 		if readErr != nil {
-			return nil, nil, nil, f.dirErr(ctx, "list", dir, readErr)
+			return nil, nil, nil, wait, f.dirErr(ctx, "list", dir, readErr)
 		}
 		if infos == nil {
-			return nil, nil, nil, nil // not read at the same time: List reads it
+			return nil, nil, nil, wait, nil // not read at the same time: List reads it
 		}
-		return nil, nil, &infos, nil
+		return nil, nil, &infos, wait, nil
 	}
-	return nil, opts.Snapshots.newBuilder(k, opts.SnapshotOwner, stamp), nil, nil
+	return nil, opts.Snapshots.newBuilder(k, opts.SnapshotOwner, stamp), nil, wait, nil
 }
 
 // statReading stats directory dir and, when read is set, reads it whole on the shared channel at
