@@ -41,6 +41,7 @@ type run struct {
 	obj              *objectRun    // set when an end is object storage (object.go)
 	destSums         sync.Map      // temporary path → sha256 the destination streamed while copying
 	tarOff           atomic.Bool   // small files go over SFTP: tar is unusable on an end (tarsmall.go)
+	renameOff        atomic.Bool   // files are renamed over SFTP: perl is unusable at the destination (batchrename.go)
 
 	mu      sync.Mutex // guards items' fields, ranges, lastErr and the rate sample
 	items   []*Item

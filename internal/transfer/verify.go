@@ -229,12 +229,40 @@ func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs bool, 
 // errors.
 func (r *run) verifyAndFinalize(ctx context.Context, s *stream, items []*Item, addBytes bool, done map[*Item]attrsDone) map[*Item]error {
 	errs, sums := r.verify(ctx, s, items)
-	forEach(items, 16, func(_ int, it *Item) {
-		if err := errs[it]; err != nil {
-			r.itemFailed(ctx, it, err)
-			return
+	setAttrs := !r.t.SameSystem
+	var rest, quick []*Item
+	for _, it := range items {
+		switch {
+		case errs[it] != nil:
+			r.itemFailed(ctx, it, errs[it])
+		case r.dstR.pool != nil && !r.renameOff.Load() && batchRenamable(setAttrs, done[it]):
+			quick = append(quick, it)
+		default:
+			rest = append(rest, it)
 		}
-		if err := r.finalize(ctx, s, it, !r.t.SameSystem, done[it]); err != nil {
+	}
+	if len(quick) < renameBatchMin {
+		rest, quick = append(rest, quick...), nil
+	}
+	if len(quick) > 0 {
+		renamed, rerrs, err := r.renameBatch(ctx, quick)
+		if err != nil && ctx.Err() == nil {
+			r.e.log.Info("transfer: batch rename incomplete; the rest is renamed over SFTP", "id", r.t.ID, "files", len(quick), "err", err)
+		}
+		for i, it := range quick {
+			switch {
+			case renamed[i]:
+				r.e.metrics.renamed.Inc()
+				r.itemDone(it, sums[it], addBytes)
+			case rerrs[i] != nil:
+				r.itemFailed(ctx, it, rerrs[i])
+			default:
+				rest = append(rest, it)
+			}
+		}
+	}
+	forEach(rest, finalizeConcurrency, func(_ int, it *Item) {
+		if err := r.finalize(ctx, s, it, setAttrs, done[it]); err != nil {
 			s.fail(err)
 			r.itemFailed(ctx, it, err)
 			return
@@ -243,3 +271,7 @@ func (r *run) verifyAndFinalize(ctx context.Context, s *stream, items []*Item, a
 	})
 	return errs
 }
+
+// finalizeConcurrency bounds the renames (and chmods) in flight per batch: each is one SFTP
+// request, pipelined on the stream's channel, so many at once hide the round trips.
+const finalizeConcurrency = 64

@@ -1,0 +1,66 @@
+package transfer
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sshapi/sshapi/internal/sshtest"
+)
+
+// TestBatchRenameNames copies a tree of small files, some named as a shell, perl or tar might
+// misread (newlines, a trailing newline, quotes, leading dashes, spaces, backslashes), through
+// tar batches and checks that every file was renamed into place by the batch command (the
+// counter), with its content, and that no temporary file is left and no name ran as code.
+func TestBatchRenameNames(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
+	h.sys.add("alice", "a", a, "")
+	h.sys.add("alice", "b", b, "")
+	srcDir, dstDir := a.MkTemp(t), b.MkTemp(t)
+	root := filepath.Join(srcDir, "tree")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"-x", "--y", "new\nline", "trail\n", "quote'd \"name\"", "a b", `back\slash`,
+		"$(touch PWNED)", "`touch PWNED`", "; touch PWNED", "\x01ctl", "é"}
+	for i := len(names); i < 3*renameBatchMin; i++ {
+		names = append(names, fmt.Sprintf("f%03d", i))
+	}
+	for i, name := range names {
+		p := filepath.Join(root, name)
+		if err := os.WriteFile(p, bytes.Repeat([]byte(name), i+1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		owned(t, a, p)
+	}
+	owned(t, a, root)
+	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: root},
+		Destination: Endpoint{System: "b", Path: filepath.Join(dstDir, "copy")}, Recursive: true})
+	tr = h.wait("alice", tr.ID, 2*time.Minute, nil)
+	if tr.Status != StatusSucceeded || tr.FilesDone != int64(len(names)) {
+		t.Fatalf("transfer %+v", tr)
+	}
+	for i, name := range names {
+		got, err := os.ReadFile(filepath.Join(dstDir, "copy", name))
+		if want := bytes.Repeat([]byte(name), i+1); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%q: %v (got %d bytes, want %d)", name, err, len(got), len(want))
+		}
+	}
+	for _, home := range []string{a.Home, b.Home, dstDir, filepath.Join(dstDir, "copy")} {
+		if _, err := os.Stat(filepath.Join(home, "PWNED")); err == nil {
+			t.Errorf("a file name ran as code (%s)", home)
+		}
+	}
+	if left := temps(t, dstDir); len(left) > 0 {
+		t.Errorf("temporary files left: %q", left)
+	}
+	if n := testutil.ToFloat64(h.eng.metrics.renamed); n != float64(len(names)) {
+		t.Errorf("%v files renamed by the batch command, want %d", n, len(names))
+	}
+}
