@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,46 @@ func TestBatchRenameNames(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(h.eng.metrics.renamed); n != float64(len(names)) {
 		t.Errorf("%v files renamed by the batch command, want %d", n, len(names))
+	}
+}
+
+// TestTarBatchSourceSumsFromStream copies a tree of small files in one tar batch with sha256
+// verification and checks that the source ran one command, tar: the sources' sums are the
+// stream's (tar exited 0), not a second read of every file on the source by sha256sum, and the
+// copies are still verified (the destination's sums on disk against them) and whole.
+func TestTarBatchSourceSumsFromStream(t *testing.T) {
+	h := newHarness(t, testConfig())
+	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
+	h.sys.add("alice", "a", a, "")
+	h.sys.add("alice", "b", b, "")
+	srcDir, dstDir := a.MkTemp(t), b.MkTemp(t)
+	root := filepath.Join(srcDir, "tree")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	for i := range n {
+		p := filepath.Join(root, fmt.Sprintf("f%02d", i))
+		if err := os.WriteFile(p, bytes.Repeat([]byte{byte(i)}, 1000+i), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		owned(t, a, p)
+	}
+	owned(t, a, root)
+	before := strings.Count(a.Log(), "Starting session: command")
+	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: root},
+		Destination: Endpoint{System: "b", Path: filepath.Join(dstDir, "copy")}, Recursive: true, Verify: VerifySHA256})
+	tr = h.wait("alice", tr.ID, 2*time.Minute, nil)
+	if tr.Status != StatusSucceeded || tr.FilesDone != n {
+		t.Fatalf("transfer %+v", tr)
+	}
+	for i := range n {
+		got, err := os.ReadFile(filepath.Join(dstDir, "copy", fmt.Sprintf("f%02d", i)))
+		if want := bytes.Repeat([]byte{byte(i)}, 1000+i); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("f%02d: %v", i, err)
+		}
+	}
+	if cmds := strings.Count(a.Log(), "Starting session: command") - before; cmds != 1 {
+		t.Errorf("the source ran %d commands, want 1 (tar -c)\n%s", cmds, a.Log())
 	}
 }

@@ -40,6 +40,7 @@ type run struct {
 	early            earlySums     // source sums started while large files copy
 	obj              *objectRun    // set when an end is object storage (object.go)
 	destSums         sync.Map      // temporary path → sha256 the destination streamed while copying
+	tarSums          sync.Map      // source path → sha256 of the bytes a tar batch read from it (tarsmall.go)
 	tarOff           atomic.Bool   // small files go over SFTP: tar is unusable on an end (tarsmall.go)
 	renameOff        atomic.Bool   // files are renamed over SFTP: perl is unusable at the destination (batchrename.go)
 

@@ -125,6 +125,9 @@ func (r *run) tarSmall(ctx context.Context, batch []*Item, copied, failed []bool
 	if len(via) == 0 {
 		return nil
 	}
+	for _, it := range via {
+		r.tarSums.Delete(it.Source) // a sum from an earlier batch is not this copy's
+	}
 	moved, err := r.tarBatch(ctx, via)
 	done := make(map[*Item]attrsDone, len(via))
 	defer func() { r.e.metrics.tarFiles.Add(float64(len(done))) }()
