@@ -542,6 +542,17 @@ func (r *run) save(ctx context.Context, items []*Item) error {
 	return dbe(r.e.db.saveItems(context.WithoutCancel(ctx), r.t.ID, cp))
 }
 
+// stage records items' attempts and that their temporary files may exist (see ItemsStage).
+func (r *run) stage(ctx context.Context, items []*Item) error {
+	r.mu.Lock()
+	cp := make([]*Item, len(items))
+	for i, it := range items {
+		cp[i] = &Item{Seq: it.Seq, Attempts: it.Attempts}
+	}
+	r.mu.Unlock()
+	return dbe(r.e.db.stageItems(context.WithoutCancel(ctx), r.t.ID, cp))
+}
+
 // forEach runs fn for every item with at most n at once.
 func forEach(items []*Item, n int, fn func(i int, it *Item)) {
 	sem := make(chan struct{}, max(n, 1))

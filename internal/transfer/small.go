@@ -65,7 +65,7 @@ func (r *run) doSmall(ctx context.Context, small []*Item) error {
 			it.staged = true
 		}
 		r.mu.Unlock()
-		if err := r.saveChunked(ctx, batch); err != nil {
+		if err := r.stage(ctx, batch); err != nil {
 			return err
 		}
 		copied, failed := make([]bool, len(batch)), make([]bool, len(batch))
