@@ -81,3 +81,73 @@ func (r *run) renameBatch(ctx context.Context, batch []*Item) (renamed []bool, e
 	}
 	return renamed, errs, nil
 }
+
+// Verified and renamed in one command. A tar batch's file whose source sum came from the stream
+// (tarsmall.go) needs only the destination's sum and, when they match, its rename: one perl per
+// batch does both, reading NUL-separated triples (temporary name, final name, the source's sum)
+// on its stdin. For each it hashes the temporary file with Digest::SHA (reading it as
+// sha256sum would) and prints the sum, then "0" when it matched and the rename succeeded, "-"
+// when it did not match (nothing renamed), or the rename's errno and message; a file it could
+// not read prints "!", the errno and message. Where Digest::SHA is missing (Debian's perl-base
+// has no Digest::SHA) the command prints nothing and fails, and the run goes back to
+// sha256sum and renameBatch.
+
+// verifyRenameScript hashes, compares and renames NUL-separated triples read from stdin.
+const verifyRenameScript = `use Digest::SHA; $/ = "\0"; ` +
+	`while (defined(my $t = <STDIN>)) { my $f = <STDIN>; my $w = <STDIN>; last unless defined $w; chomp $t; chomp $f; chomp $w; ` +
+	`my $s; if (open(my $h, "<:raw", $t)) { $s = eval { Digest::SHA->new(256)->addfile($h)->hexdigest }; close $h } ` +
+	`unless (defined $s) { my $n = $! + 0; print "! $n $!\n"; next } ` +
+	`if ($s ne $w) { print "$s -\n"; next } ` +
+	`if (rename $t, $f) { print "$s 0\n" } else { my $n = $! + 0; print "$s $n $!\n" } }`
+
+// verifyRenameBatch verifies batch's temporary files against srcSums (the sources' sums, by
+// index) and renames the matching ones, with one command on the destination. renamed[i] says
+// batch[i] was verified and renamed; errs[i] is its failure (a mismatch, an unreadable
+// temporary file, a failed rename). err says the command did not run or stopped early; the
+// items without either are left to the usual verification.
+func (r *run) verifyRenameBatch(ctx context.Context, batch []*Item, srcSums []string) (renamed []bool, errs []error, err error) {
+	renamed, errs = make([]bool, len(batch)), make([]error, len(batch))
+	var in bytes.Buffer
+	for i, it := range batch {
+		in.WriteString(tempName(it.Destination, r.t.ID))
+		in.WriteByte(0)
+		in.WriteString(it.Destination)
+		in.WriteByte(0)
+		in.WriteString(srcSums[i])
+		in.WriteByte(0)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.e.cfg.CommandTimeout)
+	defer cancel()
+	var out bytes.Buffer
+	stderr := &cappedBuffer{max: tarStderrMax}
+	status, err := command.Exec{Pool: r.dstR.pool, Target: r.dstR.t}.Run(ctx, shell.Command("perl", "-e", verifyRenameScript), &in, &out, stderr)
+	if err != nil {
+		return renamed, errs, fmt.Errorf("verify and rename on the destination: %w", err)
+	}
+	sc := bufio.NewScanner(&out)
+	i := 0
+	for ; i < len(batch) && sc.Scan(); i++ {
+		it, tmp := batch[i], tempName(batch[i].Destination, r.t.ID)
+		sum, rest, _ := strings.Cut(sc.Text(), " ")
+		switch {
+		case sum == "!":
+			// The temporary file is gone or unreadable: not the source's fault, so retry.
+			_, msg, _ := strings.Cut(rest, " ")
+			errs[i] = fmt.Errorf("%w: %s: %s", errMismatch, tmp, msg)
+		case rest == "-":
+			errs[i] = fmt.Errorf("%w: sha256 of %s is %s at the source, %s at the destination", errMismatch, it.Source, srcSums[i], sum)
+		case rest == "0" && sum == srcSums[i]:
+			renamed[i] = true
+		default:
+			_, msg, _ := strings.Cut(rest, " ")
+			errs[i] = fmt.Errorf("rename %s to %s: %s", tmp, it.Destination, msg)
+		}
+	}
+	if status != 0 || i < len(batch) {
+		if i == 0 && !r.verifyRenameOff.Swap(true) {
+			r.e.log.Info("transfer: perl with Digest::SHA unusable; files are verified by sha256sum", "id", r.t.ID, "status", status, "stderr", firstLine(stderr.String()))
+		}
+		return renamed, errs, fmt.Errorf("verify and rename on the destination: perl exited with status %d after %d of %d files: %s", status, i, len(batch), firstLine(stderr.String()))
+	}
+	return renamed, errs, nil
+}

@@ -16,9 +16,16 @@ import (
 
 // TestBatchRenameNames copies a tree of small files, some named as a shell, perl or tar might
 // misread (newlines, a trailing newline, quotes, leading dashes, spaces, backslashes), through
-// tar batches and checks that every file was renamed into place by the batch command (the
-// counter), with its content, and that no temporary file is left and no name ran as code.
+// tar batches and checks that every file was renamed into place by a batch command (the
+// counter: verified and renamed by one perl with sha256, renamed by one perl otherwise), with
+// its content, and that no temporary file is left and no name ran as code.
 func TestBatchRenameNames(t *testing.T) {
+	for _, v := range []Verify{VerifySHA256, VerifySize, VerifyNone} {
+		t.Run(string(v), func(t *testing.T) { testBatchRenameNames(t, v) })
+	}
+}
+
+func testBatchRenameNames(t *testing.T, verify Verify) {
 	h := newHarness(t, testConfig())
 	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
 	h.sys.add("alice", "a", a, "")
@@ -41,8 +48,9 @@ func TestBatchRenameNames(t *testing.T) {
 		owned(t, a, p)
 	}
 	owned(t, a, root)
+	before := strings.Count(b.Log(), "Starting session: command")
 	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: root},
-		Destination: Endpoint{System: "b", Path: filepath.Join(dstDir, "copy")}, Recursive: true})
+		Destination: Endpoint{System: "b", Path: filepath.Join(dstDir, "copy")}, Recursive: true, Verify: verify})
 	tr = h.wait("alice", tr.ID, 2*time.Minute, nil)
 	if tr.Status != StatusSucceeded || tr.FilesDone != int64(len(names)) {
 		t.Fatalf("transfer %+v", tr)
@@ -63,6 +71,10 @@ func TestBatchRenameNames(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(h.eng.metrics.renamed); n != float64(len(names)) {
 		t.Errorf("%v files renamed by the batch command, want %d", n, len(names))
+	}
+	// tar -x and one perl (which, with sha256, also hashed the files: no sha256sum).
+	if cmds := strings.Count(b.Log(), "Starting session: command") - before; cmds != 2 {
+		t.Errorf("the destination ran %d commands, want 2 (tar -x, perl)", cmds)
 	}
 }
 

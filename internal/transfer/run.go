@@ -43,6 +43,7 @@ type run struct {
 	tarSums          sync.Map      // source path → sha256 of the bytes a tar batch read from it (tarsmall.go)
 	tarOff           atomic.Bool   // small files go over SFTP: tar is unusable on an end (tarsmall.go)
 	renameOff        atomic.Bool   // files are renamed over SFTP: perl is unusable at the destination (batchrename.go)
+	verifyRenameOff  atomic.Bool   // tar batches are verified by sha256sum: perl's Digest::SHA is unusable (batchrename.go)
 
 	mu      sync.Mutex // guards items' fields, ranges, lastErr and the rate sample
 	items   []*Item
