@@ -59,7 +59,10 @@ import (
 //
 // Memory stays bounded: the stream passes through one member at a time (tar's buffers, the
 // channels' windows); a batch holds at most tarBatchFiles files and tarBatchBytes bytes, and a
-// run moves at most tarWorkers(run) batches at once, two exec channels each.
+// run moves at most tarWorkers(run) batches at once, two exec channels each, then one more for
+// the batch's verification and renames (batchrename.go), whose stdin holds the batch's names
+// and sums (a few hundred KiB for a thousand files); the streamed sums wait in tarSums, at most
+// one per file of the batches in flight.
 
 // Bounds of one tar batch: files, and bytes of their sizes together.
 const (
