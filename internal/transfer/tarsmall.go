@@ -31,8 +31,9 @@ import (
 // it. The files are then verified by sha256 and renamed into place (by one command per batch,
 // see batchrename.go; over SFTP, chmod'ed first, if written owner-only).
 //
-// What "verified" means here: the destination's sum is `sha256sum` of the temporary file on the
-// destination's disk, read back after tar -x wrote it; the source's sum is sshapi's sha256 of the
+// What "verified" means here: the destination's sum is the sha256 of the temporary file on the
+// destination's disk, read back after tar -x wrote it (by the batch's perl with Digest::SHA, or
+// by sha256sum where that is missing); the source's sum is sshapi's sha256 of the
 // bytes of the file's member as they passed through (what tar -c read from the file), taken only
 // when the source's tar exited 0. GNU tar exits non-zero when a file changed (its size or ctime)
 // or shrank while it read it, so a batch whose tar did not exit 0 has its sources summed on disk
