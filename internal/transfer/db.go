@@ -69,6 +69,10 @@ func (d *db) saveItems(ctx context.Context, id string, items []*Item) error {
 	return d.p.ItemsSave(ctx, &ItemsSaveParams{ID: id, Items: items})
 }
 
+func (d *db) stageItems(ctx context.Context, id string, items []*Item) error {
+	return d.p.ItemsStage(ctx, &ItemsSaveParams{ID: id, Items: items})
+}
+
 func (d *db) begin(ctx context.Context) (*sql.Tx, error) { return d.p.DB().BeginTx(ctx, nil) }
 
 func (d *db) insert(ctx context.Context, tx *sql.Tx, t *Transfer, req Request) error {

@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	"github.com/sshapi/sshapi/internal/digest"
@@ -83,13 +84,19 @@ func (r *run) startSourceSums(ctx context.Context, items []*Item) (stop func()) 
 	}
 }
 
-// sourceSHA256 is sha256Batch on the source for files, taking the sums started early where
-// there are any (each only once) and computing the rest in one batch.
+// sourceSHA256 is sha256Batch on the source for files, taking the sums a tar batch computed
+// from the stream and those started early where there are any (each only once) and computing
+// the rest in one batch.
 func (r *run) sourceSHA256(ctx context.Context, files []digest.File) (map[string]string, map[string]error, error) {
 	var rest []digest.File
 	early := map[digest.File]*earlySum{}
+	streamed := map[string]string{}
 	r.early.mu.Lock()
 	for _, f := range files {
+		if s, ok := r.tarSums.LoadAndDelete(f.Path); ok {
+			streamed[f.Path] = s.(string)
+			continue
+		}
 		if e := r.early.sums[f.Path]; e != nil {
 			early[f] = e
 			delete(r.early.sums, f.Path)
@@ -104,6 +111,7 @@ func (r *run) sourceSHA256(ctx context.Context, files []digest.File) (map[string
 			return nil, nil, err
 		}
 	}
+	maps.Copy(sums, streamed)
 	for f, e := range early {
 		sum, serr := e.compute(ctx, r, f)
 		switch {

@@ -671,6 +671,7 @@ type metrics struct {
 	bytesRead    prometheus.Counter
 	bytesWritten prometheus.Counter
 	tarFiles     prometheus.Counter
+	renamed      prometheus.Counter
 	runs         *prometheus.CounterVec
 }
 
@@ -688,13 +689,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sshapi_transfer_tar_files_total",
 			Help: "Small files written to transfer destinations by tar batches (others go over SFTP), before verification.",
 		}),
+		renamed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sshapi_transfer_batch_renamed_files_total",
+			Help: "Verified files renamed into place by one destination command per batch (others are renamed over SFTP).",
+		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sshapi_transfer_runs_total",
 			Help: "Transfer runs by outcome.",
 		}, []string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.bytesRead, m.bytesWritten, m.tarFiles, m.runs)
+		reg.MustRegister(m.bytesRead, m.bytesWritten, m.tarFiles, m.renamed, m.runs)
 	}
 	return m
 }

@@ -70,6 +70,9 @@ type Persistence interface {
 	ItemsList(ctx context.Context, p *ItemsListParams) ([]Item, error)
 	// ItemsSave writes the mutable fields of items.
 	ItemsSave(ctx context.Context, p *ItemsSaveParams) error
+	// ItemsStage writes items' attempts and marks them staged (a temporary file may exist),
+	// leaving their other fields as saved: what a run records before it writes a batch.
+	ItemsStage(ctx context.Context, p *ItemsSaveParams) error
 	// RangesList returns the finished ranges of a transfer's items by seq.
 	RangesList(ctx context.Context, p *TransferGetParams) (map[int64]map[int]bool, error)
 	// RangeDone records a finished range and returns the transfer's status, so that a run

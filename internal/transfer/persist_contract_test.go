@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -384,6 +385,38 @@ func contractItems(t *testing.T, p Persistence) {
 	done, err := p.ItemsList(ctx, &ItemsListParams{ID: "tr-1", After: -1, Status: ItemDone})
 	if err != nil || len(done) != 1 || !done[0].staged || done[0].SHA256 != "abc" || done[0].BytesDone != 100 {
 		t.Fatalf("saved item: %+v %v", done, err)
+	}
+	// Staging writes attempts and staged only, by seq, whatever the attempts of each.
+	stageItems := make([]Item, 1100)
+	for i := range stageItems {
+		stageItems[i] = Item{Seq: int64(i), Kind: KindFile, Source: fmt.Sprintf("/s/%d", i), Destination: fmt.Sprintf("/d/%d", i),
+			Size: 7, Status: ItemPending, mtime: 1700000000, mode: 0o644}
+	}
+	mustInsert(t, p, "tr-2", "alice", "")
+	if err := p.ItemsPlan(ctx, &ItemsPlanParams{ID: "tr-2", Items: stageItems, Streams: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var stage []*Item
+	for i := 1; i < len(stageItems); i++ { // all but seq 0
+		c := stageItems[i]
+		c.Attempts, c.staged, c.Status, c.Error = 1+i%3, true, ItemFailed, "not saved by ItemsStage"
+		stage = append(stage, &c)
+	}
+	if err := p.ItemsStage(ctx, &ItemsSaveParams{ID: "tr-2", Items: stage}); err != nil {
+		t.Fatal(err)
+	}
+	staged, err := p.ItemsList(ctx, &ItemsListParams{ID: "tr-2", After: -1})
+	if err != nil || len(staged) != len(stageItems) {
+		t.Fatalf("staged items: %d %v", len(staged), err)
+	}
+	for i, it := range staged {
+		wantAttempts, wantStaged := 1+i%3, true
+		if i == 0 {
+			wantAttempts, wantStaged = 0, false
+		}
+		if it.Attempts != wantAttempts || it.staged != wantStaged || it.Status != ItemPending || it.Error != "" || it.Size != 7 {
+			t.Fatalf("staged item %d: %+v, want attempts %d staged %v and the rest as planned", i, it, wantAttempts, wantStaged)
+		}
 	}
 	if err := p.RangesReset(ctx, &RangesResetParams{ID: "tr-1", Seq: 1}); err != nil {
 		t.Fatal(err)

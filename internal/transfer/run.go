@@ -40,7 +40,10 @@ type run struct {
 	early            earlySums     // source sums started while large files copy
 	obj              *objectRun    // set when an end is object storage (object.go)
 	destSums         sync.Map      // temporary path → sha256 the destination streamed while copying
+	tarSums          sync.Map      // source path → sha256 of the bytes a tar batch read from it (tarsmall.go)
 	tarOff           atomic.Bool   // small files go over SFTP: tar is unusable on an end (tarsmall.go)
+	renameOff        atomic.Bool   // files are renamed over SFTP: perl is unusable at the destination (batchrename.go)
+	verifyRenameOff  atomic.Bool   // tar batches are verified by sha256sum: perl's Digest::SHA is unusable (batchrename.go)
 
 	mu      sync.Mutex // guards items' fields, ranges, lastErr and the rate sample
 	items   []*Item
@@ -538,6 +541,17 @@ func (r *run) save(ctx context.Context, items []*Item) error {
 	}
 	r.mu.Unlock()
 	return dbe(r.e.db.saveItems(context.WithoutCancel(ctx), r.t.ID, cp))
+}
+
+// stage records items' attempts and that their temporary files may exist (see ItemsStage).
+func (r *run) stage(ctx context.Context, items []*Item) error {
+	r.mu.Lock()
+	cp := make([]*Item, len(items))
+	for i, it := range items {
+		cp[i] = &Item{Seq: it.Seq, Attempts: it.Attempts}
+	}
+	r.mu.Unlock()
+	return dbe(r.e.db.stageItems(context.WithoutCancel(ctx), r.t.ID, cp))
 }
 
 // forEach runs fn for every item with at most n at once.

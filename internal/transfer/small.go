@@ -65,7 +65,7 @@ func (r *run) doSmall(ctx context.Context, small []*Item) error {
 			it.staged = true
 		}
 		r.mu.Unlock()
-		if err := r.saveChunked(ctx, batch); err != nil {
+		if err := r.stage(ctx, batch); err != nil {
 			return err
 		}
 		copied, failed := make([]bool, len(batch)), make([]bool, len(batch))
@@ -124,6 +124,9 @@ func (r *run) tarSmall(ctx context.Context, batch []*Item, copied, failed []bool
 	}
 	if len(via) == 0 {
 		return nil
+	}
+	for _, it := range via {
+		r.tarSums.Delete(it.Source) // a sum from an earlier batch is not this copy's
 	}
 	moved, err := r.tarBatch(ctx, via)
 	done := make(map[*Item]attrsDone, len(via))

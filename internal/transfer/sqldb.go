@@ -548,3 +548,48 @@ func (s *sqlDB) ItemsSave(ctx context.Context, p *ItemsSaveParams) error {
 	}
 	return nil
 }
+
+// itemsStageSeqs is how many items one statement of ItemsStage marks.
+const itemsStageSeqs = 500
+
+// ItemsStage updates items by primary key, one statement per attempts value and
+// itemsStageSeqs items (seq IN (...)), in one transaction: a tar batch's thousand items in a few
+// statements rather than one each.
+func (s *sqlDB) ItemsStage(ctx context.Context, p *ItemsSaveParams) error {
+	if len(p.Items) == 0 {
+		return nil
+	}
+	byAttempts := map[int][]int64{}
+	var order []int
+	for _, it := range p.Items {
+		if _, ok := byAttempts[it.Attempts]; !ok {
+			order = append(order, it.Attempts)
+		}
+		byAttempts[it.Attempts] = append(byAttempts[it.Attempts], it.Seq)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("stage items: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	for _, attempts := range order {
+		seqs := byAttempts[attempts]
+		for start := 0; start < len(seqs); start += itemsStageSeqs {
+			part := seqs[start:min(start+itemsStageSeqs, len(seqs))]
+			args := make([]any, 0, len(part)+3)
+			args = append(args, attempts, true, p.ID)
+			for _, seq := range part {
+				args = append(args, seq)
+			}
+			q := `UPDATE transfer_items SET attempts = ?, staged = ? WHERE transfer_id = ? AND seq IN (?` +
+				strings.Repeat(",?", len(part)-1) + `)`
+			if _, err := tx.ExecContext(ctx, s.q(q), args...); err != nil {
+				return fmt.Errorf("stage items: %w", err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("stage items: %w", err)
+	}
+	return nil
+}

@@ -5,6 +5,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -26,10 +28,18 @@ import (
 // sshapi reads that stream member by member and writes a new one in which each member is named
 // with its file's temporary name (".name.sshapi-<id>.part", the source's modification time, and
 // the source's mode or owner-only, see finalModeAtOnce), and `tar -x` on the destination writes
-// it. Nothing else changes: the files are verified by sha256 on both systems as before (the
-// source's sum is its own `sha256sum` of the file on disk, not of the stream, so a file that
-// changed or shrank while tar read it fails verification and is copied again), then renamed
-// into place over SFTP (and chmod'ed first if written owner-only): one request a file.
+// it. The files are then verified by sha256 and renamed into place (by one command per batch,
+// see batchrename.go; over SFTP, chmod'ed first, if written owner-only).
+//
+// What "verified" means here: the destination's sum is the sha256 of the temporary file on the
+// destination's disk, read back after tar -x wrote it (by the batch's perl with Digest::SHA, or
+// by sha256sum where that is missing); the source's sum is sshapi's sha256 of the
+// bytes of the file's member as they passed through (what tar -c read from the file), taken only
+// when the source's tar exited 0. GNU tar exits non-zero when a file changed (its size or ctime)
+// or shrank while it read it, so a batch whose tar did not exit 0 has its sources summed on disk
+// by sha256sum as before, and a file that changed while read fails verification and is copied
+// again. So a verified file on the destination's disk holds, byte for byte, the source's content
+// as tar read it, without the source reading every file a second time.
 //
 // Confinement is the SFTP path's: every item was checked against both roots (under the shared
 // ends' guards) just before, the members' names are the same temporary names the SFTP path
@@ -50,7 +60,10 @@ import (
 //
 // Memory stays bounded: the stream passes through one member at a time (tar's buffers, the
 // channels' windows); a batch holds at most tarBatchFiles files and tarBatchBytes bytes, and a
-// run moves at most tarWorkers(run) batches at once, two exec channels each.
+// run moves at most tarWorkers(run) batches at once, two exec channels each, then one more for
+// the batch's verification and renames (batchrename.go), whose stdin holds the batch's names
+// and sums (a few hundred KiB for a thousand files); the streamed sums wait in tarSums, at most
+// one per file of the batches in flight.
 
 // Bounds of one tar batch: files, and bytes of their sizes together.
 const (
@@ -135,7 +148,8 @@ func (r *run) tarBatch(ctx context.Context, batch []*Item) (moved []attrsDone, e
 		dstStatus, dstRunErr = command.Exec{Pool: r.dstR.pool, Target: r.dstR.t}.Run(ctx, shell.Command(tarExtractArgs...), dstIn, io.Discard, dstErr)
 		dstIn.CloseWithError(errTarEnded)
 	})
-	rerr := r.tarRewrite(srcOut, dstW, batch, want, moved)
+	sums := make([]string, len(batch))
+	rerr := r.tarRewrite(srcOut, dstW, batch, want, moved, sums)
 	if rerr != nil {
 		stopSrc()
 		dstW.CloseWithError(rerr)
@@ -164,6 +178,15 @@ func (r *run) tarBatch(ctx context.Context, batch []*Item) (moved []attrsDone, e
 	if srcRunErr == nil && srcStatus != 0 {
 		r.tarBroken(srcStatus, srcErr.String())
 		err = fmt.Errorf("tar -c on the source exited with status %d: %s", srcStatus, firstLine(srcErr.String()))
+	}
+	if err == nil && srcRunErr == nil && r.t.Verify == VerifySHA256 {
+		// tar -c exited 0: no file changed (size or ctime) while it read it, so each member's
+		// bytes are the file's content as read; verify takes their sums for the sources'.
+		for i, it := range batch {
+			if moved[i] != 0 {
+				r.tarSums.Store(it.Source, sums[i])
+			}
+		}
 	}
 	return moved, err
 }
@@ -207,9 +230,10 @@ func (r *run) tarBroken(status int, stderr string) {
 }
 
 // tarRewrite reads the source's archive from src and writes to dst one member per regular file
-// of batch, named with its temporary name; it sets moved[i] for the files written. It returns
+// of batch, named with its temporary name; it sets moved[i] for the files written, and sums[i] to
+// the sha256 of the bytes written for it. It returns
 // nil at the source archive's end.
-func (r *run) tarRewrite(src io.Reader, dst io.Writer, batch []*Item, want map[string][]int, moved []attrsDone) error {
+func (r *run) tarRewrite(src io.Reader, dst io.Writer, batch []*Item, want map[string][]int, moved []attrsDone, sums []string) error {
 	// Counted as copying, with its bytes in flight, like copyRange: the heartbeat's rate and
 	// the slow-run check see a tar batch's progress.
 	r.copying.Add(1)
@@ -246,11 +270,12 @@ func (r *run) tarRewrite(src io.Reader, dst io.Writer, batch []*Item, want map[s
 			Mode: int64(mode), Size: hdr.Size, ModTime: time.Unix(hdr.ModTime.Unix(), 0)}); err != nil {
 			return fmt.Errorf("write the destination's tar stream: %w", err)
 		}
-		_, err = io.Copy(tw, &countingReader{r: r, src: tr, sent: &sent})
+		h := sha256.New()
+		_, err = io.Copy(io.MultiWriter(tw, h), &countingReader{r: r, src: tr, sent: &sent})
 		if err != nil {
 			return fmt.Errorf("copy %s through tar: %w", it.Source, err)
 		}
-		moved[i] = done
+		moved[i], sums[i] = done, hex.EncodeToString(h.Sum(nil))
 	}
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("write the destination's tar stream: %w", err)

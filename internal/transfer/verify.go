@@ -228,13 +228,43 @@ func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs bool, 
 // in done have those attributes already (a tar batch wrote them). It returns the verification
 // errors.
 func (r *run) verifyAndFinalize(ctx context.Context, s *stream, items []*Item, addBytes bool, done map[*Item]attrsDone) map[*Item]error {
+	setAttrs := !r.t.SameSystem
+	items, fusedErrs := r.verifyRenameStreamed(ctx, items, addBytes, setAttrs, done)
 	errs, sums := r.verify(ctx, s, items)
-	forEach(items, 16, func(_ int, it *Item) {
-		if err := errs[it]; err != nil {
-			r.itemFailed(ctx, it, err)
-			return
+	maps.Copy(errs, fusedErrs)
+	var rest, quick []*Item
+	for _, it := range items {
+		switch {
+		case errs[it] != nil:
+			r.itemFailed(ctx, it, errs[it])
+		case r.dstR.pool != nil && !r.renameOff.Load() && batchRenamable(setAttrs, done[it]):
+			quick = append(quick, it)
+		default:
+			rest = append(rest, it)
 		}
-		if err := r.finalize(ctx, s, it, !r.t.SameSystem, done[it]); err != nil {
+	}
+	if len(quick) < renameBatchMin {
+		rest, quick = append(rest, quick...), nil
+	}
+	if len(quick) > 0 {
+		renamed, rerrs, err := r.renameBatch(ctx, quick)
+		if err != nil && ctx.Err() == nil {
+			r.e.log.Info("transfer: batch rename incomplete; the rest is renamed over SFTP", "id", r.t.ID, "files", len(quick), "err", err)
+		}
+		for i, it := range quick {
+			switch {
+			case renamed[i]:
+				r.e.metrics.renamed.Inc()
+				r.itemDone(it, sums[it], addBytes)
+			case rerrs[i] != nil:
+				r.itemFailed(ctx, it, rerrs[i])
+			default:
+				rest = append(rest, it)
+			}
+		}
+	}
+	forEach(rest, finalizeConcurrency, func(_ int, it *Item) {
+		if err := r.finalize(ctx, s, it, setAttrs, done[it]); err != nil {
 			s.fail(err)
 			r.itemFailed(ctx, it, err)
 			return
@@ -243,3 +273,54 @@ func (r *run) verifyAndFinalize(ctx context.Context, s *stream, items []*Item, a
 	})
 	return errs
 }
+
+// verifyRenameStreamed verifies and renames, with one destination command (verifyRenameBatch),
+// those of items that a tar batch wrote with every attribute set and whose sources' sums came
+// from its stream. It returns the other items, left to verify and finalize (among them any the
+// command did not judge, with their streamed sums put back), and the verification errors of
+// the items it judged.
+func (r *run) verifyRenameStreamed(ctx context.Context, items []*Item, addBytes, setAttrs bool, done map[*Item]attrsDone) ([]*Item, map[*Item]error) {
+	errs := map[*Item]error{}
+	if r.t.Verify != VerifySHA256 || r.dstR.pool == nil || r.renameOff.Load() || r.verifyRenameOff.Load() {
+		return items, errs
+	}
+	var fused, rest []*Item
+	var srcSums []string
+	for _, it := range items {
+		if batchRenamable(setAttrs, done[it]) {
+			if sum, ok := r.tarSums.LoadAndDelete(it.Source); ok {
+				fused, srcSums = append(fused, it), append(srcSums, sum.(string))
+				continue
+			}
+		}
+		rest = append(rest, it)
+	}
+	if len(fused) < renameBatchMin {
+		for i, it := range fused {
+			r.tarSums.Store(it.Source, srcSums[i])
+		}
+		return items, errs
+	}
+	renamed, ferrs, err := r.verifyRenameBatch(ctx, fused, srcSums)
+	if err != nil && ctx.Err() == nil {
+		r.e.log.Info("transfer: batch verify and rename incomplete; the rest is verified by sha256sum", "id", r.t.ID, "files", len(fused), "err", err)
+	}
+	for i, it := range fused {
+		switch {
+		case renamed[i]:
+			r.e.metrics.renamed.Inc()
+			r.itemDone(it, srcSums[i], addBytes)
+		case ferrs[i] != nil:
+			errs[it] = ferrs[i]
+			r.itemFailed(ctx, it, ferrs[i])
+		default:
+			r.tarSums.Store(it.Source, srcSums[i])
+			rest = append(rest, it)
+		}
+	}
+	return rest, errs
+}
+
+// finalizeConcurrency bounds the renames (and chmods) in flight per batch: each is one SFTP
+// request, pipelined on the stream's channel, so many at once hide the round trips.
+const finalizeConcurrency = 64
