@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -139,6 +140,9 @@ func (b *FilesBench) measure(ctx context.Context, target, how, verified, dir str
 		var once sync.Once
 		stopRSS = func() { once.Do(func() { close(stop); <-done }) }
 	}
+	// Outside the measured time: write back the dirty pages the tree or the last target's copy
+	// and removal left, so that no target pays for another's writes.
+	syscall.Sync()
 	cpu0 := selfCPU()
 	var meter *cpuMeter
 	if len(b.SSHDPIDs) > 0 {
