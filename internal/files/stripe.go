@@ -586,21 +586,44 @@ func fill(r io.Reader, buf []byte) (int, error) {
 
 // writeStriped writes r into the temporary file tmp (created exclusively through file) in
 // chunks, over file at once and over every stripe channel as it arrives (opened there for
-// writing); without opts.Stripes over file alone.
-func (f *FS) writeStriped(ctx context.Context, file *sftp.File, tmp string, r io.Reader, h io.Writer, opts UploadOptions) (int64, error) {
+// writing); without opts.Stripes over file alone. The handles the stripe channels opened are
+// closed all at once, each close a round trip: on error before it returns; on success in the
+// background, so that they overlap the caller's last requests on file, and closed waits for
+// them and returns the first close error (a close reports a write the server failed late).
+// closed must be called once the caller is done, before the file is renamed into place.
+func (f *FS) writeStriped(ctx context.Context, file *sftp.File, tmp string, r io.Reader, h io.Writer, opts UploadOptions) (n int64, closed func() error, err error) {
 	w := newStripeWriter(opts.Buffers, StripeChunksPerChannel)
 	w.add(file)
 	stop := func() []*sftp.File { return nil }
 	if opts.Stripes != nil {
 		stop = JoinOn(opts.Stripes, tmp, os.O_WRONLY, func(x *sftp.File) bool { return w.add(x) })
 	}
-	n, err := w.copy(ctx, ctxReader{ctx, r}, h)
-	for _, x := range stop() {
-		if cerr := x.Close(); cerr != nil && err == nil {
-			err = cerr // a close reports a write the server failed late
-		}
+	n, err = w.copy(ctx, ctxReader{ctx, r}, h)
+	closed = closeAll(stop())
+	if err != nil {
+		_ = closed()
+		return n, nil, err
 	}
-	return n, err
+	return n, closed, nil
+}
+
+// closeAll starts closing every handle in hs at once and returns what waits for them and
+// reports the first error; it may be called more than once.
+func closeAll[C io.Closer](hs []C) func() error {
+	errs := make([]error, len(hs))
+	var wg sync.WaitGroup
+	for i, x := range hs {
+		wg.Go(func() { errs[i] = x.Close() })
+	}
+	return sync.OnceValue(func() error {
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // StripeChunksPerChannel is how many chunks each channel of a striped read or write moves at

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"os"
 	"slices"
@@ -356,5 +357,59 @@ func TestJoinOn(t *testing.T) {
 	}
 	if len(chans) != 1 {
 		t.Fatal("a channel sent after stop was taken")
+	}
+}
+
+// barrierCloser's Close returns only once every closer of its set has been entered, so closing
+// them one after another never finishes; it fails with err.
+type barrierCloser struct {
+	entered *atomic.Int32
+	all     chan struct{}
+	n       int32
+	err     error
+}
+
+func (b barrierCloser) Close() error {
+	if b.entered.Add(1) == b.n {
+		close(b.all)
+	}
+	<-b.all
+	return b.err
+}
+
+// TestCloseAllAtOnce: the stripe handles of an upload are closed all at once (each close is a
+// round trip on a long path), and a failed close is reported however often the result is asked.
+func TestCloseAllAtOnce(t *testing.T) {
+	boom := errors.New("late write failure")
+	for _, tc := range []struct {
+		name string
+		errs []error
+		want error
+	}{
+		{"none", nil, nil},
+		{"all fine", []error{nil, nil, nil, nil}, nil},
+		{"one fails", []error{nil, nil, boom, nil}, boom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var entered atomic.Int32
+			all := make(chan struct{})
+			cs := make([]barrierCloser, len(tc.errs))
+			for i, err := range tc.errs {
+				cs[i] = barrierCloser{entered: &entered, all: all, n: int32(len(tc.errs)), err: err}
+			}
+			done := make(chan error, 2)
+			closed := closeAll(cs)
+			go func() { done <- closed(); done <- closed() }()
+			for range 2 {
+				select {
+				case err := <-done:
+					if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+						t.Fatalf("closeAll = %v, want %v", err, tc.want)
+					}
+				case <-t.Context().Done():
+					t.Fatalf("closes did not finish: %d of %d entered (closed one after another?)", entered.Load(), len(tc.errs))
+				}
+			}
+		})
 	}
 }

@@ -134,8 +134,17 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	}()
 	h := sha256.New()
 	var n int64
+	stripesClosed := func() error { return nil }
 	if len(opts.Buffers) > 0 {
-		n, err = f.writeStriped(ctx, file, tmp, r, h, opts)
+		var closed func() error
+		n, closed, err = f.writeStriped(ctx, file, tmp, r, h, opts)
+		if closed != nil {
+			// The stripe channels' handles close while the file below gets its mode and
+			// closes; every close has reported before the rename, or before the temporary file
+			// is removed on an error (deferred calls run last first).
+			stripesClosed = closed
+			defer closed()
+		}
 	} else {
 		n, err = file.ReadFromWithConcurrency(io.TeeReader(ctxReader{ctx, r}, h), 0)
 	}
@@ -151,6 +160,9 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	}
 	if err := file.Close(); err != nil {
 		return nil, f.writeErr(op, abs, err)
+	}
+	if err := stripesClosed(); err != nil {
+		return nil, f.writeErr(op, abs, err) // a write the server failed late
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if want != "" && want != sum {

@@ -130,8 +130,13 @@ type Config struct {
 	KeepaliveInterval time.Duration `yaml:"keepalive_interval" env:"KEEPALIVE_INTERVAL"` // 15s
 	KeepaliveTimeout  time.Duration `yaml:"keepalive_timeout" env:"KEEPALIVE_TIMEOUT"`   // 10s
 	IdleTimeout       time.Duration `yaml:"idle_timeout" env:"IDLE_TIMEOUT"`             // 5m
-	SFTPMaxPacket     int           `yaml:"sftp_max_packet" env:"SFTP_MAX_PACKET"`       // 32 KiB
-	SFTPMaxInflight   int           `yaml:"sftp_max_inflight" env:"SFTP_MAX_INFLIGHT"`   // 64 requests per file
+	// SFTPMaxPacket is the data one SFTP read or write request carries; 0 (the default) chooses
+	// per server: 261,120 bytes where the sftp-server is OpenSSH's with limits@openssh.com
+	// (what OpenSSH's own sftp client uses there), 32 KiB elsewhere (see newSFTP).
+	// SFTPMaxInflight is how many requests one file keeps in flight; 0 (the default) makes
+	// them 2 MiB in all, one SSH channel window (64 at 32 KiB, 8 at 255 KiB).
+	SFTPMaxPacket   int `yaml:"sftp_max_packet" env:"SFTP_MAX_PACKET"`
+	SFTPMaxInflight int `yaml:"sftp_max_inflight" env:"SFTP_MAX_INFLIGHT"`
 	// SFTPIdlePerConn is how many dedicated SFTP channels (downloads, uploads, transfer
 	// streams) a connection keeps open after their lease ends, for the next one (default 2;
 	// -1 keeps none); SFTPIdleTimeout how long one stays idle before it is closed (20s).
@@ -171,8 +176,6 @@ func (c *Config) setDefaults() {
 	def(&c.MaxConnsPerKey, 6)
 	def(&c.MaxConnsPerHost, 64)
 	def(&c.MaxDialsPerHost, 3)
-	def(&c.SFTPMaxPacket, 32*1024)
-	def(&c.SFTPMaxInflight, 64)
 	switch {
 	case c.SFTPIdlePerConn == 0:
 		c.SFTPIdlePerConn = 2

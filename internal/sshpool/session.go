@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,7 +112,7 @@ func (p *Pool) dedicatedSFTP(ctx context.Context, t Target, pl placement) (*SFTP
 	if dc != nil {
 		return &SFTPLease{Client: dc.cl, p: p, c: c, ch: dc, place: pl}, nil
 	}
-	ch, c, err := p.openChannel(ctx, t, pl, func(c *ssh.Client) (any, error) { return sftp.NewClient(c, p.sftpOptions()...) })
+	ch, c, err := p.openChannel(ctx, t, pl, func(c *ssh.Client) (any, error) { return p.newSFTP(c) })
 	if err != nil {
 		return nil, err
 	}
@@ -119,10 +120,75 @@ func (p *Pool) dedicatedSFTP(ctx context.Context, t Target, pl placement) (*SFTP
 	return &SFTPLease{Client: cl, p: p, c: c, ch: &dataChan{cl: cl}, place: pl}, nil
 }
 
-func (p *Pool) sftpOptions() []sftp.ClientOption {
+// SFTP request sizes. pkg/sftp reads and writes at most one packet's worth of data per request;
+// OpenSSH's own sftp client sizes its requests from the server's limits@openssh.com reply, which
+// for every OpenSSH sftp-server that has the extension (8.7 and later) is a read of 261,120
+// bytes (SFTP_MAX_READ_LENGTH) and a message of 256 KiB. Older servers cut a longer read short
+// (OpenSSH before 8.7 at 64 KiB), which pkg/sftp would take for the end of the file, so the large
+// size is used only with a server that has the extension; others get the 32 KiB every SFTP
+// server must accept.
+const (
+	smallSFTPPacket = 32 << 10
+	largeSFTPPacket = 256<<10 - 1024
+	// sftpInflightBytes is what one file's pipelined requests may carry when
+	// Config.SFTPMaxInflight is not set: 64 requests of 32 KiB, one SSH channel window.
+	sftpInflightBytes = 64 * smallSFTPPacket
+)
+
+// sftpPacketFor is the SFTP packet size for a server that announced itself as serverVersion
+// (the SSH identification string) and whose sftp-server does (hasLimits) or does not offer
+// limits@openssh.com.
+func sftpPacketFor(serverVersion string, hasLimits bool) int {
+	if hasLimits && strings.HasPrefix(serverVersion, "SSH-2.0-OpenSSH_") {
+		return largeSFTPPacket
+	}
+	return smallSFTPPacket
+}
+
+// newSFTP starts an SFTP client on sc. With Config.SFTPMaxPacket set it uses that size;
+// otherwise it starts one with the large size on an OpenSSH server and keeps it if the
+// sftp-server offers limits@openssh.com (see largeSFTPPacket), or else closes it and starts one
+// with the small size. The wire remembers the answer for the connection's later channels.
+func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
+	if p.cfg.SFTPMaxPacket > 0 {
+		return sftp.NewClient(sc, p.sftpOptions(p.cfg.SFTPMaxPacket)...)
+	}
+	w := wireOf(sc)
+	known := 0
+	if w != nil {
+		known = int(w.sftpPacket.Load())
+	}
+	if known == 0 && sftpPacketFor(string(sc.ServerVersion()), true) == largeSFTPPacket {
+		cl, err := sftp.NewClient(sc, p.sftpOptions(largeSFTPPacket)...)
+		if err != nil {
+			return nil, err
+		}
+		_, has := cl.HasExtension("limits@openssh.com")
+		known = sftpPacketFor(string(sc.ServerVersion()), has)
+		if w != nil {
+			w.sftpPacket.Store(int64(known))
+		}
+		if known == largeSFTPPacket {
+			return cl, nil
+		}
+		_ = cl.Close() // started with a size this server may cut short
+	}
+	if known == 0 {
+		known = smallSFTPPacket
+	}
+	return sftp.NewClient(sc, p.sftpOptions(known)...)
+}
+
+// sftpOptions are the client options for SFTP requests of packet bytes: Config.SFTPMaxInflight
+// requests in flight per file, or as many as make sftpInflightBytes.
+func (p *Pool) sftpOptions(packet int) []sftp.ClientOption {
+	inflight := p.cfg.SFTPMaxInflight
+	if inflight <= 0 {
+		inflight = max(4, sftpInflightBytes/packet)
+	}
 	return []sftp.ClientOption{
-		sftp.MaxPacketUnchecked(p.cfg.SFTPMaxPacket),
-		sftp.MaxConcurrentRequestsPerFile(p.cfg.SFTPMaxInflight),
+		sftp.MaxPacketUnchecked(packet),
+		sftp.MaxConcurrentRequestsPerFile(inflight),
 		sftp.UseConcurrentWrites(true),
 		sftp.UseConcurrentReads(true),
 	}
@@ -308,7 +374,7 @@ func (p *Pool) openShared(ctx context.Context, t Target) (*SharedSFTP, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch, err := p.openBounded(c, func(sc *ssh.Client) (any, error) { return sftp.NewClient(sc, p.sftpOptions()...) })
+	ch, err := p.openBounded(c, func(sc *ssh.Client) (any, error) { return p.newSFTP(sc) })
 	cl, _ := ch.(*sftp.Client)
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -30,6 +30,9 @@ import (
 type wire struct {
 	net.Conn
 	writes atomic.Uint64
+	// sftpPacket is the SFTP packet size this connection's server takes (see newSFTP), 0 until
+	// the first SFTP channel found out.
+	sftpPacket atomic.Int64
 
 	mu       sync.Mutex
 	cond     sync.Cond // on mu: space in pending, or the flusher finished
