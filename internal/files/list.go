@@ -278,27 +278,54 @@ func (f *FS) statReading(ctx context.Context, dir string, read bool, keep func(o
 		}
 		return fi, nil, nil, nil, err
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	type result struct {
-		infos []os.FileInfo
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		infos, err := f.c.ReadDirContext(rctx, dir)
-		done <- result{infos, err}
-	}()
+	rd := f.startDirRead(ctx, dir)
 	fi, err = f.c.Stat(dir)
 	if err != nil || !fi.IsDir() || !keep(fi) {
-		cancel()
-		return fi, nil, nil, func() { <-done }, err
+		return fi, nil, nil, rd.abandon(), err
 	}
-	r := <-done
-	cancel()
-	if r.infos == nil && r.err == nil {
-		r.infos = []os.FileInfo{}
+	infos, readErr = rd.result()
+	if infos == nil && readErr == nil {
+		infos = []os.FileInfo{}
 	}
-	return fi, r.infos, r.err, nil, nil
+	return fi, infos, readErr, nil, nil
+}
+
+// dirRead is a whole-directory read running on the shared channel beside the caller's other
+// requests (see statReading and readSmallDir).
+type dirRead struct {
+	cancel context.CancelFunc
+	done   chan dirReadResult
+}
+
+// dirReadResult is a dirRead's outcome.
+type dirReadResult struct {
+	infos []os.FileInfo
+	err   error
+}
+
+// startDirRead starts reading directory dir whole; the caller must call result or abandon.
+func (f *FS) startDirRead(ctx context.Context, dir string) *dirRead {
+	rctx, cancel := context.WithCancel(ctx)
+	rd := &dirRead{cancel: cancel, done: make(chan dirReadResult, 1)}
+	go func() {
+		infos, err := f.c.ReadDirContext(rctx, dir)
+		rd.done <- dirReadResult{infos, err}
+	}()
+	return rd
+}
+
+// result waits for the read and returns its outcome.
+func (rd *dirRead) result() ([]os.FileInfo, error) {
+	r := <-rd.done
+	rd.cancel()
+	return r.infos, r.err
+}
+
+// abandon cancels the read, which winds down (its last READDIR and CLOSE) in the background,
+// and returns what waits for that.
+func (rd *dirRead) abandon() (wait func()) {
+	rd.cancel()
+	return func() { <-rd.done }
 }
 
 // eachEntry calls fn for every entry of directory dir that passes opts' filters, each named
@@ -494,23 +521,12 @@ func (f *FS) readSmallDir(ctx context.Context, dir string, check bool) (infos []
 		infos, err := f.c.ReadDirContext(ctx, dir)
 		return infos, false, nil, err
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	type result struct {
-		infos []os.FileInfo
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		infos, err := f.c.ReadDirContext(rctx, dir)
-		done <- result{infos, err}
-	}()
+	rd := f.startDirRead(ctx, dir)
 	if fi, err := f.c.Stat(dir); err == nil && fi.IsDir() && fi.Size() > f.opts.StreamDirBytes {
-		cancel()
-		return nil, true, func() { <-done }, nil
+		return nil, true, rd.abandon(), nil
 	}
-	r := <-done
-	cancel()
-	return r.infos, false, nil, r.err
+	infos, err = rd.result()
+	return infos, false, nil, err
 }
 
 // dirErr classifies a failure to open or read directory dir: OpenSSH maps ENOTDIR to
