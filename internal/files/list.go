@@ -151,8 +151,10 @@ func (f *FS) List(ctx context.Context, p string, opts ListOptions) (*Listing, er
 	if opts.Recursive {
 		err = f.walkList(ctx, dir, opts, add)
 	} else {
-		// In name order the names alone choose the page; only its entries are stat'ed.
-		opts.namesOnly = opts.Sort == "" || opts.Sort == SortName
+		// In name order the names alone choose a page; only its entries are stat'ed. A page
+		// that may hold more than namesOnlyMaxWindow entries reads them with their attributes
+		// instead: one lstat per entry would cost more than the attributes in the listing.
+		opts.namesOnly = (opts.Sort == "" || opts.Sort == SortName) && window <= namesOnlyMaxWindow
 		err = f.eachEntry(ctx, op, dir, "", opts, add)
 	}
 	if b != nil {
@@ -206,6 +208,12 @@ func (f *FS) fillAttrs(ctx context.Context, entries []Entry) error {
 		return nil
 	})
 }
+
+// namesOnlyMaxWindow is the largest window (offset + limit) of a name-ordered listing that reads
+// names and types only and lstats its page (see fillAttrs): the UI's pages of 200 cost 200
+// lstats, not the attributes of a whole large directory, while a listing of everything reads
+// the attributes with the names.
+const namesOnlyMaxWindow = 1000
 
 // attrWorkers bounds the concurrent lstat requests of one page (SFTP pipelines them on one
 // channel: a 200-entry page costs about one round trip per 200/attrWorkers).

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,6 +133,67 @@ func TestSmallListRequests(t *testing.T) {
 			wantOps := []string{"close", "close", "opendir", "opendir", "readdir", "readdir", "readdir", "readdir", "stat", "stat"}
 			if !slices.Equal(ops, wantOps) {
 				t.Fatalf("two listings asked the server for %v, want %v", ops, wantOps)
+			}
+		})
+	}
+}
+
+// TestLargeListAttrs: a name-ordered listing of a large directory (read by `find -printf`)
+// lstats only the entries of its page when the page is small, and none when it asks for more
+// entries than namesOnlyMaxWindow: those come with their attributes from find itself, not from
+// one lstat each (a 3,000-entry listing made 3,000 SFTP requests before). Counted by the
+// sftp-server's own log.
+func TestLargeListAttrs(t *testing.T) {
+	if _, err := os.Stat(sftpServerPath); err != nil {
+		t.Fatalf("sftp-server: %v", err)
+	}
+	e := newEnv(t)
+	dir := filepath.Join(e.dir, "big")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%04d", i)), []byte{byte(i)}, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name       string
+		limit      int
+		wantLstats int
+	}{
+		{"a page of 200", 200, 200},
+		{"everything", 0, 0},
+		{"a page larger than the window", namesOnlyMaxWindow + 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, requests := countedSFTP(t)
+			var opened, finds atomic.Int64
+			f := New(c, findCounter{channelRunner{sessionRunner{e.conn}, &opened}, &finds}, Options{StreamDirBytes: 4 << 10, ListCommand: true})
+			l, err := f.List(t.Context(), dir, ListOptions{Limit: tt.limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := min(n, tt.limit)
+			if tt.limit == 0 {
+				want = n
+			}
+			if len(l.Entries) != want || l.Entries[0].Name != "f0000" || l.Entries[0].Size != 1 || l.Entries[0].Mode != "0640" {
+				t.Fatalf("%d entries, first %+v", len(l.Entries), l.Entries[0])
+			}
+			if finds.Load() != 1 {
+				t.Fatalf("%d find commands, want 1", finds.Load())
+			}
+			lstats := 0
+			for _, op := range requests() {
+				if op == "lstat" {
+					lstats++
+				}
+			}
+			if lstats != tt.wantLstats {
+				t.Fatalf("%d lstat requests, want %d", lstats, tt.wantLstats)
 			}
 		})
 	}

@@ -62,6 +62,9 @@ func RunListing(ctx context.Context, o ListingOptions) (*bench.ListingReport, er
 	}{{bench.BaselineTarget, false}, {sshapiSFTPOnly, true}} {
 		cfg := base
 		cfg.HTTP.ListSFTPOnly = v.sftpOnly
+		// Every listing reads the directory, as the OpenSSH peers' do: a kept listing would
+		// answer the repeats of one unchanged directory from memory.
+		cfg.HTTP.ListSnapshotBytes = -1
 		api, stop, err := l.system(ctx, "data-"+bench.Slug(v.name), cfg)
 		if err != nil {
 			return nil, err
@@ -105,7 +108,7 @@ func ListingNotes(dir string, listings, rounds int, sshd string) []string {
 	cmds := bench.ListingCommands(dir)
 	notes := []string{
 		fmt.Sprintf("a directory of empty files; each run is max(%d, %d × concurrency) listings, concurrency of them in flight at a time; latency is one listing from request to the last byte; targets interleaved per concurrency after 8 unmeasured listings each", listings, rounds),
-		"**sshapi**: `GET /v1/systems/{id}/ls/{path}?limit=<entries>`, the full metadata JSON in one page, read to the end, over HTTP keep-alive; sshapi's defaults list a directory larger than 64 KiB (`http.list_stream_dir_bytes`) with one `find -printf` on the server; **" + sshapiSFTPOnly + "** is a second sshapi with `http.list_sftp_only: true` (SFTP READDIRs); smaller directories are read whole over SFTP by both",
+		"**sshapi**: `GET /v1/systems/{id}/ls/{path}?limit=<entries>`, the full metadata JSON in one page, read to the end, over HTTP keep-alive; sshapi's defaults list a directory larger than 64 KiB (`http.list_stream_dir_bytes`) with one `find -printf` on the server; **" + sshapiSFTPOnly + "** is a second sshapi with `http.list_sftp_only: true` (SFTP READDIRs); smaller directories are read whole over SFTP by both; kept listings are off in both (`http.list_snapshot_bytes: -1`), so every listing reads the directory: with the defaults a repeat of the same unchanged directory within 15 s is answered from memory",
 		"**" + bench.PeerMuxFind + "**: `ssh -S` over one ControlMaster connection running `" + strings.ReplaceAll(cmds[bench.PeerMuxFind], dir, "DIR") + "` (the metadata sshapi returns, not parsed); **" + bench.PeerMuxLsLa + "**: `ls -la DIR` the same way; output discarded",
 		"CPU per listing: user+system of the bench process (which hosts both sshapi services and runs the OpenSSH clients) and of the sshd process tree (sampled from /proc every 100 ms, each process with the children it waited for, so short session commands count), divided by the successful listings",
 	}
