@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,22 @@ func TestLoadRejects(t *testing.T) {
 	t.Setenv("SSHAPI_LOG_LEVEL", "loud")
 	if _, err := Load(""); err == nil {
 		t.Error("invalid log level accepted")
+	}
+	t.Setenv("SSHAPI_LOG_LEVEL", "info")
+	for _, tc := range []struct {
+		value string
+		ok    bool
+	}{{"400", true}, {"-1", true}, {"25", true}, {"0", false}, {"24", false}, {"-2", false}} {
+		t.Setenv("SSHAPI_GC_PERCENT", tc.value)
+		cfg, err := Load("")
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("gc_percent %s refused: %v", tc.value, err)
+		case tc.ok && strconv.Itoa(cfg.GCPercent) != tc.value:
+			t.Errorf("gc_percent %s read as %d", tc.value, cfg.GCPercent)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "gc_percent")):
+			t.Errorf("gc_percent %s: error %v, want one naming gc_percent", tc.value, err)
+		}
 	}
 }
 

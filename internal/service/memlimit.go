@@ -22,6 +22,18 @@ func MemoryLimit(cfg config.Config) int64 {
 	return cfg.HTTP.BudgetBytes() + cfg.Transfer.BufferBytes() + memoryAllowance
 }
 
+// applyGCPercent sets the collector's GOGC to cfg.GCPercent unless the operator set GOGC
+// (which the runtime has already applied), and logs which holds. Like the memory limit it is
+// process-wide.
+func applyGCPercent(cfg config.Config, log *slog.Logger) {
+	if v := os.Getenv("GOGC"); v != "" {
+		log.Info("Go GC percent from GOGC", "GOGC", v)
+		return
+	}
+	debug.SetGCPercent(cfg.GCPercent)
+	log.Info("Go GC percent set from gc_percent", "percent", cfg.GCPercent)
+}
+
 // applyMemoryLimit sets the runtime's soft memory limit to MemoryLimit(cfg) unless the operator
 // set GOMEMLIMIT (which the runtime has already applied), and logs which limit holds. The limit
 // is process-wide: with several services in one process (tests) the last one started sets it.

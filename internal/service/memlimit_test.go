@@ -53,3 +53,29 @@ func TestServiceSetsMemoryLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestServiceSetsGCPercent: starting the service sets the collector's GOGC to gc_percent,
+// read back with debug.SetGCPercent, unless GOGC is set.
+func TestServiceSetsGCPercent(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.Addr = "127.0.0.1:0"
+	cfg.GCPercent = 321 // a percent no default would give
+
+	t.Setenv("GOGC", "")
+	startStop(t, cfg, slog.New(slog.DiscardHandler), func() {
+		if got := debug.SetGCPercent(cfg.GCPercent); got != cfg.GCPercent {
+			t.Fatalf("GC percent %d, want %d", got, cfg.GCPercent)
+		}
+	})
+
+	debug.SetGCPercent(150) // as the runtime would from the operator's GOGC
+	t.Setenv("GOGC", "150")
+	startStop(t, cfg, slog.New(slog.DiscardHandler), func() {
+		if got := debug.SetGCPercent(150); got != 150 {
+			t.Fatalf("GC percent %d, want the operator's GOGC kept", got)
+		}
+	})
+}

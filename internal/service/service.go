@@ -183,6 +183,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 // Start listens on the configured address and serves in the background.
 func (s *Service) Start(ctx context.Context) error {
 	applyMemoryLimit(s.cfg, s.log)
+	applyGCPercent(s.cfg, s.log)
 	if err := s.pool.Start(ctx); err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
