@@ -65,16 +65,16 @@ func TestLoadRejects(t *testing.T) {
 	for _, tc := range []struct {
 		value string
 		ok    bool
-	}{{"400", true}, {"-1", true}, {"25", true}, {"0", false}, {"24", false}, {"-2", false}} {
-		t.Setenv("SSHAPI_GC_PERCENT", tc.value)
+	}{{"67108864", true}, {"0", true}, {"-1", false}} {
+		t.Setenv("SSHAPI_GC_MIN_HEAP_BYTES", tc.value)
 		cfg, err := Load("")
 		switch {
 		case tc.ok && err != nil:
-			t.Errorf("gc_percent %s refused: %v", tc.value, err)
-		case tc.ok && strconv.Itoa(cfg.GCPercent) != tc.value:
-			t.Errorf("gc_percent %s read as %d", tc.value, cfg.GCPercent)
-		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "gc_percent")):
-			t.Errorf("gc_percent %s: error %v, want one naming gc_percent", tc.value, err)
+			t.Errorf("gc_min_heap_bytes %s refused: %v", tc.value, err)
+		case tc.ok && strconv.FormatInt(cfg.GCMinHeapBytes, 10) != tc.value:
+			t.Errorf("gc_min_heap_bytes %s read as %d", tc.value, cfg.GCMinHeapBytes)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "gc_min_heap_bytes")):
+			t.Errorf("gc_min_heap_bytes %s: error %v, want one naming gc_min_heap_bytes", tc.value, err)
 		}
 	}
 }

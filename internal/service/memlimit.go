@@ -22,16 +22,21 @@ func MemoryLimit(cfg config.Config) int64 {
 	return cfg.HTTP.BudgetBytes() + cfg.Transfer.BufferBytes() + memoryAllowance
 }
 
-// applyGCPercent sets the collector's GOGC to cfg.GCPercent unless the operator set GOGC
-// (which the runtime has already applied), and logs which holds. Like the memory limit it is
-// process-wide.
-func applyGCPercent(cfg config.Config, log *slog.Logger) {
+// startGCFloor starts a heap floor of cfg.GCMinHeapBytes (gcFloor) unless it is 0 or the
+// operator set GOGC (which the runtime has already applied), and logs which holds. Like the
+// memory limit it is process-wide. It returns nil when no floor was started.
+func startGCFloor(cfg config.Config, log *slog.Logger) *gcFloor {
 	if v := os.Getenv("GOGC"); v != "" {
 		log.Info("Go GC percent from GOGC", "GOGC", v)
-		return
+		return nil
 	}
-	debug.SetGCPercent(cfg.GCPercent)
-	log.Info("Go GC percent set from gc_percent", "percent", cfg.GCPercent)
+	if cfg.GCMinHeapBytes <= 0 {
+		return nil
+	}
+	g := newGCFloor(uint64(cfg.GCMinHeapBytes))
+	g.Start()
+	log.Info("Go heap floor set from gc_min_heap_bytes", "bytes", cfg.GCMinHeapBytes)
+	return g
 }
 
 // applyMemoryLimit sets the runtime's soft memory limit to MemoryLimit(cfg) unless the operator

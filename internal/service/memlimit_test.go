@@ -3,8 +3,11 @@ package service
 import (
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
+	"time"
 
 	"github.com/sshapi/sshapi/internal/config"
 )
@@ -54,28 +57,67 @@ func TestServiceSetsMemoryLimit(t *testing.T) {
 	})
 }
 
-// TestServiceSetsGCPercent: starting the service sets the collector's GOGC to gc_percent,
-// read back with debug.SetGCPercent, unless GOGC is set.
-func TestServiceSetsGCPercent(t *testing.T) {
+// TestFloorPercent: the GOGC that makes the heap goal max(floor, 2 × live).
+func TestFloorPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		floor, live uint64
+		want        int
+	}{
+		{64 * mib, 0, 100},             // no collection yet: Go's default
+		{64 * mib, 8 * mib, 700},       // goal 64 MiB = 8 MiB × (1 + 700/100)
+		{64 * mib, 32 * mib, 100},      // twice what is live reaches the floor
+		{64 * mib, 500 * mib, 100},     // much live: Go's default
+		{64 * mib, 1, maxFloorPercent}, // almost nothing live: capped
+	} {
+		if got := floorPercent(tc.floor, tc.live); got != tc.want {
+			t.Errorf("floorPercent(%d, %d) = %d, want %d", tc.floor, tc.live, got, tc.want)
+		}
+	}
+}
+
+// TestServiceKeepsHeapFloor: while the service runs, every collection leaves the heap goal at
+// gc_min_heap_bytes or more although little is live; Stop puts Go's default back; an operator's
+// GOGC is left alone.
+func TestServiceKeepsHeapFloor(t *testing.T) {
 	old := debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetGCPercent(old) })
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
 	cfg.Addr = "127.0.0.1:0"
-	cfg.GCPercent = 321 // a percent no default would give
+	cfg.GCMinHeapBytes = 512 << 20 // far above what this test keeps live
 
 	t.Setenv("GOGC", "")
 	startStop(t, cfg, slog.New(slog.DiscardHandler), func() {
-		if got := debug.SetGCPercent(cfg.GCPercent); got != cfg.GCPercent {
-			t.Fatalf("GC percent %d, want %d", got, cfg.GCPercent)
+		for i := 0; ; i++ {
+			runtime.GC() // the floor's finalizer runs after the cycle, on the finalizer goroutine
+			goal := readMetric("/gc/heap/goal:bytes")
+			if goal >= uint64(cfg.GCMinHeapBytes)*9/10 {
+				break
+			}
+			if i == 1000 {
+				t.Fatalf("heap goal %d MiB after %d collections, want about %d MiB", goal>>20, i, cfg.GCMinHeapBytes>>20)
+			}
+			time.Sleep(time.Millisecond) // let the finalizer goroutine run
 		}
 	})
+	if got := readMetric("/gc/gogc:percent"); got != 100 {
+		t.Errorf("GOGC %d after Stop, want 100", got)
+	}
 
 	debug.SetGCPercent(150) // as the runtime would from the operator's GOGC
 	t.Setenv("GOGC", "150")
 	startStop(t, cfg, slog.New(slog.DiscardHandler), func() {
-		if got := debug.SetGCPercent(150); got != 150 {
-			t.Fatalf("GC percent %d, want the operator's GOGC kept", got)
+		runtime.GC()
+		if got := readMetric("/gc/gogc:percent"); got != 150 {
+			t.Fatalf("GOGC %d, want the operator's 150 kept", got)
 		}
 	})
+}
+
+// readMetric reads one uint64 runtime metric.
+func readMetric(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

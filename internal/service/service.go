@@ -58,6 +58,7 @@ type Service struct {
 	api      *api.Server
 	ui       *ui.Server // nil when the web interface is disabled
 	uploads  *api.UploadSweeper
+	gcFloor  *gcFloor // nil when off or GOGC is set
 	access   *access.Resolver
 	guardPG  *guard.Postgres   // nil on SQLite
 	spool    *auditspool.Spool // nil when http.audit_spool_dir is "off"
@@ -183,7 +184,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 // Start listens on the configured address and serves in the background.
 func (s *Service) Start(ctx context.Context) error {
 	applyMemoryLimit(s.cfg, s.log)
-	applyGCPercent(s.cfg, s.log)
+	s.gcFloor = startGCFloor(s.cfg, s.log)
 	if err := s.pool.Start(ctx); err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
@@ -297,6 +298,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	if s.guardPG != nil {
 		s.guardPG.Close()
+	}
+	if s.gcFloor != nil {
+		s.gcFloor.Stop()
 	}
 	if err := s.tdb.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("transfer store: %w", err))
