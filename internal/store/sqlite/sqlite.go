@@ -544,20 +544,35 @@ func (r *systemRow) dest() []any {
 // system decodes the scanned row.
 func (r *systemRow) system() (*store.System, error) {
 	s := r.s
-	if err := json.Unmarshal([]byte(r.ciphers), &s.Ciphers); err != nil {
+	var err error
+	if s.Ciphers, err = decodeList(r.ciphers); err != nil {
 		return nil, fmt.Errorf("ciphers of %q: %w", s.ID, err)
 	}
-	if err := json.Unmarshal([]byte(r.kex), &s.KeyExchanges); err != nil {
+	if s.KeyExchanges, err = decodeList(r.kex); err != nil {
 		return nil, fmt.Errorf("key_exchanges of %q: %w", s.ID, err)
 	}
-	if err := json.Unmarshal([]byte(r.keys), &s.HostKeys); err != nil {
+	if s.HostKeys, err = decodeList(r.keys); err != nil {
 		return nil, fmt.Errorf("host_keys of %q: %w", s.ID, err)
 	}
-	if err := json.Unmarshal([]byte(r.fps), &s.HostKeyFingerprints); err != nil {
+	if s.HostKeyFingerprints, err = decodeList(r.fps); err != nil {
 		return nil, fmt.Errorf("host_key_fingerprints of %q: %w", s.ID, err)
 	}
 	s.CreatedAt, s.UpdatedAt = fromMicros(r.created), fromMicros(r.updated)
 	return &s, nil
+}
+
+// decodeList decodes a JSON array of strings as json.Unmarshal into a nil slice would, without
+// running the JSON decoder for the empty list most systems keep in most of their list columns
+// (every access decision reads a system row: the decoder was a tenth of that lookup's CPU).
+func decodeList(col string) ([]string, error) {
+	if col == "[]" {
+		return []string{}, nil
+	}
+	var l []string
+	if err := json.Unmarshal([]byte(col), &l); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // encodeLists returns the system's string lists as JSON arrays ("[]" for
