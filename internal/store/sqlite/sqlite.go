@@ -568,11 +568,55 @@ func decodeList(col string) ([]string, error) {
 	if col == "[]" {
 		return []string{}, nil
 	}
+	if l, ok := plainList(col); ok {
+		return l, nil
+	}
 	var l []string
 	if err := json.Unmarshal([]byte(col), &l); err != nil {
 		return nil, err
 	}
 	return l, nil
+}
+
+// plainList decodes col when it is what json.Marshal writes for a non-empty list of strings of
+// printable ASCII without quotes or backslashes (host keys, fingerprints, algorithm names):
+// ["a","b"], no spaces, no escapes. Anything else is left to encoding/json (ok false).
+func plainList(col string) ([]string, bool) {
+	if len(col) < 4 || col[0] != '[' || col[len(col)-1] != ']' {
+		return nil, false
+	}
+	n := 1
+	for i := 1; i < len(col)-1; i++ {
+		if col[i] == ',' {
+			n++
+		}
+	}
+	l := make([]string, 0, n)
+	rest := col[1 : len(col)-1]
+	for {
+		if len(rest) < 2 || rest[0] != '"' {
+			return nil, false
+		}
+		end := 1
+		for end < len(rest) && rest[end] != '"' {
+			if c := rest[end]; c < 0x20 || c > 0x7e || c == '\\' {
+				return nil, false
+			}
+			end++
+		}
+		if end == len(rest) {
+			return nil, false
+		}
+		l = append(l, rest[1:end])
+		rest = rest[end+1:]
+		if rest == "" {
+			return l, true
+		}
+		if rest[0] != ',' {
+			return nil, false
+		}
+		rest = rest[1:]
+	}
 }
 
 // encodeLists returns the system's string lists as JSON arrays ("[]" for
