@@ -68,3 +68,33 @@ func TestCaptureCopyAllocs(t *testing.T) {
 		t.Errorf("%d bytes allocated per copy of %d bytes of output, want at most 16 KiB", per, len(out))
 	}
 }
+
+// TestOutputJSONPooled: WriteJSON of a short result is the same JSON call after call (with every
+// field set: signal, encodings, flags) and does not allocate a 32 KiB buffered writer per call.
+func TestOutputJSONPooled(t *testing.T) {
+	c := &chunks{limit: 1 << 20}
+	c.write([]byte("up 3 days\n"))
+	o := &Output{Result: Result{Signal: "KILL", DurationMS: 1234, StdoutTruncated: true, TimedOut: true, StderrEncoding: "base64"},
+		stdout: c, stderr: &chunks{}, res: &Reservation{done: true}}
+	want := `{"exit_status":null,"signal":"KILL","stdout":"up 3 days\n","stderr":"","stderr_encoding":"base64",` +
+		`"stdout_truncated":true,"stderr_truncated":false,"timed_out":true,"duration_ms":1234}`
+	for range 3 {
+		var buf bytes.Buffer
+		if err := o.WriteJSON(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if buf.String() != want {
+			t.Fatalf("WriteJSON:\n got %s\nwant %s", buf.String(), want)
+		}
+	}
+	const runs = 200
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		_ = o.WriteJSON(io.Discard)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 16<<10 {
+		t.Errorf("%d bytes allocated per WriteJSON of a short result, want at most 16 KiB", per)
+	}
+}
