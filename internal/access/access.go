@@ -49,6 +49,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sshapi/sshapi/internal/guard"
@@ -108,6 +109,12 @@ type Config struct {
 	// AuditQueue bounds the audit entries waiting for the batch writer (default 4096); when it
 	// is full a request writes its own entry.
 	AuditQueue int `yaml:"audit_queue" env:"AUDIT_QUEUE"`
+	// AuditCommitDelay is how long the batch writer may wait, holding entries, for the entries
+	// of other audited requests still running, so that they share one commit (PostgreSQL's
+	// commit_delay with commit_siblings). It waits only while more audited requests are running
+	// than it holds entries for (never for a lone request), and commits as soon as it holds an
+	// entry for each. Default 2ms; negative: never wait.
+	AuditCommitDelay time.Duration `yaml:"audit_commit_delay" env:"AUDIT_COMMIT_DELAY"`
 	// DisabledCacheTTL is how long an operator's switch may take to reach other instances
 	// (default 1s; this instance sees it at once).
 	DisabledCacheTTL time.Duration `yaml:"disabled_cache_ttl" env:"DISABLED_CACHE_TTL"`
@@ -140,6 +147,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.AuditQueue <= 0 {
 		c.AuditQueue = 4096
+	}
+	if c.AuditCommitDelay == 0 {
+		c.AuditCommitDelay = 2 * time.Millisecond
 	}
 	if c.DisabledCacheTTL <= 0 {
 		c.DisabledCacheTTL = time.Second
@@ -182,6 +192,9 @@ type Resolver struct {
 	auditMu   sync.RWMutex
 	auditQ    chan auditItem // nil until Start
 	auditDone chan struct{}
+	// auditing counts the audited requests that have started and not yet recorded their
+	// entry (AuditStarted, AuditEnded): the entries the batch writer may still expect.
+	auditing atomic.Int64
 
 	disabled disabledCache
 }

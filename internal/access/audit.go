@@ -84,14 +84,32 @@ func (r *Resolver) writeAudit(ctx context.Context, es []store.AuditEntry) error 
 	return nil
 }
 
+// AuditStarted tells the batch writer that an audited request has started: it will record an
+// entry (or end without one) and then call AuditEnded. While more such requests run than the
+// writer holds entries for, it waits up to Config.AuditCommitDelay for theirs before committing.
+func (r *Resolver) AuditStarted() { r.auditing.Add(1) }
+
+// AuditEnded undoes one AuditStarted, once the request's entry is committed or will not be.
+func (r *Resolver) AuditEnded() { r.auditing.Add(-1) }
+
+// expectMore says whether the writer, holding n entries (n > 0), should wait for more: it may
+// (AuditCommitDelay > 0), has room (auditBatch), and more audited requests are running than it
+// holds entries for.
+func (r *Resolver) expectMore(n int) bool {
+	return n > 0 && n < auditBatch && r.cfg.AuditCommitDelay > 0 && r.auditing.Load() > int64(n)
+}
+
 // auditWriter commits queued entries in batches until q is closed, then commits what is left,
-// and tells each entry's recorder the outcome. When a batch fails, its entries are tried one by
+// and tells each entry's recorder the outcome. A batch is what has queued up, plus what arrives
+// within AuditCommitDelay while other audited requests are still running (expectMore). When a batch fails, its entries are tried one by
 // one, so one entry the store refuses does not fail the others.
 func (r *Resolver) auditWriter(q chan auditItem, done chan struct{}) {
 	defer close(done)
 	batch := make([]store.AuditEntry, 0, auditBatch)
 	var waiting []chan error // of the batch's entries, in order
 	var flushes []chan error
+	delay := time.NewTimer(time.Hour)
+	delay.Stop()
 	for it := range q {
 		add := func(it auditItem) {
 			if it.entry {
@@ -113,6 +131,22 @@ func (r *Resolver) auditWriter(q chan auditItem, done chan struct{}) {
 			default:
 				break drain
 			}
+		}
+		if r.expectMore(len(batch)) {
+			delay.Reset(r.cfg.AuditCommitDelay)
+		linger:
+			for r.expectMore(len(batch)) {
+				select {
+				case it, ok := <-q:
+					if !ok {
+						break linger
+					}
+					add(it)
+				case <-delay.C:
+					break linger
+				}
+			}
+			delay.Stop()
 		}
 		if len(batch) > 0 {
 			if err := r.writeAudit(context.Background(), batch); err == nil || len(batch) == 1 {

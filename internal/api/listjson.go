@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -20,11 +21,45 @@ import (
 // listingFlush is the size at which writeListing writes its buffer out.
 const listingFlush = 32 << 10
 
-// writeListing sends l as JSON with status 200, as writeJSON would.
+// listingBufSize is the capacity of writeListing's buffers: a flush's worth and room for the
+// entry that crosses it.
+const listingBufSize = listingFlush + 4<<10
+
+// listingBufs holds writeListing's buffers between requests: a fresh one per listing was a
+// zeroed 36 KiB allocation even for a listing of a few entries.
+var listingBufs = sync.Pool{New: func() any { b := make([]byte, 0, listingBufSize); return &b }}
+
+// writeListing sends l as JSON with status 200, as writeJSON would. A listing that fits in one
+// buffer goes out with its Content-Length; a larger one is written out each time the buffer
+// fills (chunked).
 func writeListing(w http.ResponseWriter, l *files.Listing) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(appendListing(make([]byte, 0, listingFlush+4<<10), l, w))
+	bp := listingBufs.Get().(*[]byte)
+	out := &listingOut{w: w}
+	b := appendListing((*bp)[:0], l, out)
+	if !out.started {
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(http.StatusOK)
+	}
+	_, _ = w.Write(b)
+	if cap(b) <= 2*listingBufSize { // an entry with huge names may have grown it: let that go
+		*bp = b[:0]
+		listingBufs.Put(bp)
+	}
+}
+
+// listingOut sends the status line before the first stretch of a listing written out early.
+type listingOut struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (o *listingOut) Write(p []byte) (int, error) {
+	if !o.started {
+		o.started = true
+		o.w.WriteHeader(http.StatusOK)
+	}
+	return o.w.Write(p)
 }
 
 // appendListing appends l's JSON and a newline to b, handing full stretches to out (when not

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +100,42 @@ func (c *countingResponse) WriteHeader(int)     {}
 func (c *countingResponse) Write(p []byte) (int, error) {
 	c.n += len(p)
 	return len(p), nil
+}
+
+// discardResponse is a ResponseWriter that keeps its headers and drops the body.
+type discardResponse struct{ h http.Header }
+
+func (d *discardResponse) Header() http.Header         { return d.h }
+func (d *discardResponse) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardResponse) WriteHeader(int)             {}
+
+// TestSmallListingResponse: a listing that fits in one buffer goes out with its Content-Length
+// (a larger one streams, see TestListingJSONMatchesEncodingJSON), and writing it does not
+// allocate a fresh 36 KiB buffer each time (pooled).
+func TestSmallListingResponse(t *testing.T) {
+	l := files.Listing{Path: "/home/u/ls", Total: 10}
+	for i := range 10 {
+		n := fmt.Sprintf("f%02d", i)
+		l.Entries = append(l.Entries, files.Entry{Name: n, Path: l.Path + "/" + n, Type: files.TypeFile, Mode: "0644", ModTime: time.Unix(1732345678, 0).UTC()})
+	}
+	rec := httptest.NewRecorder()
+	writeListing(rec, &l)
+	if cl := rec.Header().Get("Content-Length"); cl != fmt.Sprint(rec.Body.Len()) || rec.Code != 200 {
+		t.Fatalf("Content-Length %q for a %d-byte body, status %d", cl, rec.Body.Len(), rec.Code)
+	}
+	if want := string(appendListing(nil, &l, nil)); rec.Body.String() != want {
+		t.Fatalf("body differs:\n got %s\nwant %s", rec.Body.String(), want)
+	}
+	const runs = 200
+	w := &discardResponse{h: http.Header{}}
+	writeListing(w, &l)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		writeListing(w, &l)
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 16<<10 {
+		t.Errorf("%d bytes allocated per 10-entry listing written, want at most 16 KiB", per)
+	}
 }

@@ -251,6 +251,10 @@ func (s *Server) wrap(rt route) http.Handler {
 			r.Body = countingBody{ReadCloser: r.Body, n: &note.bytesIn}
 		}
 		if audited(rt) {
+			// The batch writer may hold its commit briefly for this request's entry (see
+			// access.Config.AuditCommitDelay).
+			s.access.AuditStarted()
+			defer s.access.AuditEnded()
 			// The entry is committed before the status line goes out: an answered request is in
 			// the audit even if the process dies right after.
 			sw.commit = func(status int) bool { return s.commitAudit(w, rt, r, note, status, reqID) }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -88,6 +89,9 @@ type ClientsBench struct {
 	Progress io.Writer
 	// Report receives the runs.
 	Report *ClientsReport
+	// Profiles, when set, is a directory that receives a CPU profile of the bench process (which
+	// hosts sshapi) for each sshapi run, named clients-CASE.pprof.
+	Profiles string
 }
 
 // Run measures every target. A failed request is counted in its run; Run returns only ctx's
@@ -122,7 +126,12 @@ func (b *ClientsBench) measure(ctx context.Context, t ClientsTarget) {
 	if len(b.SSHDPIDs) > 0 {
 		meter = startCPUMeter(b.SSHDPIDs)
 	}
+	stopProfile := func() {}
+	if b.Profiles != "" && t.Name == BaselineTarget {
+		stopProfile = startCPUProfile(filepath.Join(b.Profiles, "clients-"+t.Case+".pprof"))
+	}
 	s := ClosedLoop(ctx, t.Op, b.Clients, 0, b.Duration, b.Timeout)
+	stopProfile()
 	cpu := selfCPU() - cpu0
 	peer := treeCPU(t.PIDs) - peer0
 	var sshd float64

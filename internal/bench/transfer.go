@@ -164,7 +164,13 @@ func (b *TransferBench) startProfile(scenario, target string, streams int) func(
 	if b.Profiles == "" || target != BaselineTarget {
 		return func() {}
 	}
-	f, err := os.Create(filepath.Join(b.Profiles, profileName(b.Path, scenario, b.Cipher, streams)))
+	return startCPUProfile(filepath.Join(b.Profiles, profileName(b.Path, scenario, b.Cipher, streams)))
+}
+
+// startCPUProfile starts a CPU profile of this process into the file path and returns what
+// stops it (a no-op when the profile cannot start, e.g. while another one is under way).
+func startCPUProfile(path string) func() {
+	f, err := os.Create(path)
 	if err != nil {
 		return func() {}
 	}

@@ -60,6 +60,7 @@ func newBenchClientsCmd() *cobra.Command {
 	f.StringVar(&o.PeersDir, "peers-dir", "bench/peers", "directory of the Python peers")
 	f.StringVar(&jsonOut, "json", "", "write the runs to this JSON file")
 	f.StringVar(&mdOut, "markdown", "", "write the Markdown tables to this file")
+	f.StringVar(&o.Profiles, "profiles", "", "directory that receives a CPU profile of each sshapi run (clients-CASE.pprof)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
 	return cmd
 }

@@ -301,7 +301,36 @@ type capture struct {
 	emit      func(Event)
 }
 
-var _ io.Writer = (*capture)(nil)
+var _ io.ReaderFrom = (*capture)(nil)
+
+// copyBufSize is the size of the buffers capture.ReadFrom reads a stream with (io.Copy's own).
+const copyBufSize = 32 << 10
+
+// copyBufs holds the buffers of capture.ReadFrom between commands.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
+// ReadFrom copies r into c until EOF with a pooled buffer. The SSH session copies each output
+// stream with io.Copy, which uses ReadFrom when the destination has it; without it every
+// command allocated (and zeroed) a fresh 32 KiB buffer per stream, two per command.
+func (c *capture) ReadFrom(r io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	var n int64
+	for {
+		m, err := r.Read(buf)
+		if m > 0 {
+			_, _ = c.Write(buf[:m]) // never fails: it keeps or forwards what fits
+			n += int64(m)
+		}
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
 
 func (c *capture) Write(p []byte) (int, error) {
 	room := c.max - c.n

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -206,14 +207,30 @@ type Output struct {
 	res            *Reservation
 }
 
+// jsonWriters holds WriteJSON's buffered writers between commands: a fresh one per command was
+// a zeroed 32 KiB allocation for what is mostly a few hundred bytes of JSON.
+var jsonWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
+
 // WriteJSON writes the result as the JSON object a Result marshals to (without a trailing
 // newline), with the captured output in stdout and stderr, through a small buffer.
 func (o *Output) WriteJSON(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 32<<10)
+	bw := jsonWriters.Get().(*bufio.Writer)
+	bw.Reset(w)
+	defer func() {
+		bw.Reset(nil) // hold no reference to w while pooled
+		jsonWriters.Put(bw)
+	}()
 	field := func(name string, v any) {
-		b, _ := json.Marshal(v) // plain values: cannot fail
 		_, _ = bw.WriteString(`,"` + name + `":`)
-		_, _ = bw.Write(b)
+		switch v := v.(type) {
+		case bool:
+			_, _ = bw.WriteString(strconv.FormatBool(v))
+		case int64:
+			_, _ = bw.WriteString(strconv.FormatInt(v, 10))
+		default:
+			b, _ := json.Marshal(v) // plain values: cannot fail
+			_, _ = bw.Write(b)
+		}
 	}
 	_, _ = bw.WriteString(`{"exit_status":`)
 	if o.ExitStatus != nil {

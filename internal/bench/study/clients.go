@@ -28,6 +28,8 @@ type ClientsOptions struct {
 	Python, PeersDir string
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
+	// Profiles, when set, is a directory that receives a CPU profile of each sshapi run.
+	Profiles string
 }
 
 // smallContent is the 8-byte file whose checksum the clients bench asks for (the file of
@@ -148,7 +150,7 @@ func RunClients(ctx context.Context, o ClientsOptions) (*bench.ClientsReport, er
 	rep.Meta.SSHD = "OpenSSH sshd on 127.0.0.1, stock configuration (MaxSessions 10)"
 	rep.Meta.Versions = peers.Versions()
 	rep.Meta.Versions["sshapi"] = map[string]string{"sshapi": service.Version}
-	cb := &bench.ClientsBench{Targets: targets, Clients: o.Clients, Duration: o.Duration, SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep}
+	cb := &bench.ClientsBench{Targets: targets, Clients: o.Clients, Duration: o.Duration, SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep, Profiles: o.Profiles}
 	err = cb.Run(ctx)
 	rep.Meta.Notes = ClientsNotes(o.Clients, o.Duration, o.Peers)
 	if v := peers.Versions(); len(v) > 0 {
