@@ -84,9 +84,8 @@ type Config struct {
 	LinkRate float64 `yaml:"link_rate" env:"LINK_RATE"`
 	// SmallFileConcurrency is how many single-range files one batch copies at once (8).
 	SmallFileConcurrency int `yaml:"small_file_concurrency" env:"SMALL_FILE_CONCURRENCY"`
-	// BatchFiles is how many small files are verified with one sha256sum (64); a tar batch
-	// (tarsmall.go) moves 16 times as many, at most 64 MiB, and a directory's plan is stored
-	// and copied in chunks of as many items as a tar batch (plan.go).
+	// BatchFiles is how many small files are verified with one sha256sum (64) and saved in one
+	// transaction; a tar batch (tarsmall.go) moves 16 times as many, at most 64 MiB.
 	BatchFiles int `yaml:"batch_files" env:"BATCH_FILES"`
 	// RetryBase and RetryMax bound the exponential backoff between rounds (1s, 1m).
 	RetryBase time.Duration `yaml:"retry_base" env:"RETRY_BASE"`

@@ -154,14 +154,10 @@ func (r *run) smallBatch(ctx context.Context, w int, batch []*Item, useTar bool)
 	return r.saveChunked(ctx, batch)
 }
 
-// saveChunk is how many items saveChunked saves in one transaction (two statements of
-// ItemsSave).
-const saveChunk = 2 * itemsSaveRows
-
-// saveChunked saves items saveChunk at a time: a tar batch's thousand items in one transaction
+// saveChunked saves items BatchFiles at a time: a tar batch's thousand items in one transaction
 // would hold SQLite's one connection long enough under load to delay the run's heartbeat.
 func (r *run) saveChunked(ctx context.Context, items []*Item) error {
-	for _, b := range batches(items, saveChunk) {
+	for _, b := range batches(items, r.e.cfg.BatchFiles) {
 		if err := r.save(ctx, b); err != nil {
 			return err
 		}

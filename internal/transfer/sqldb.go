@@ -570,55 +570,24 @@ func (s *sqlDB) RangesReset(ctx context.Context, p *RangesResetParams) error {
 	return nil
 }
 
-// itemsSaveRows is how many items one statement of ItemsSave writes.
-const itemsSaveRows = 256
-
-// ItemsSave writes items' mutable fields by primary key, itemsSaveRows items per statement (an
-// UPDATE from a VALUES list, the statement of a full group prepared once), in one transaction:
-// a tar batch's thousand items in four statements rather than one each.
 func (s *sqlDB) ItemsSave(ctx context.Context, p *ItemsSaveParams) error {
 	if len(p.Items) == 0 {
 		return nil
-	}
-	update := func(n int) string {
-		return s.q(`WITH v (seq, status, size, mtime, bytes_done, attempts, error, sha256, staged) AS (VALUES ` +
-			strings.TrimSuffix(strings.Repeat(`(CAST(? AS BIGINT), ?, CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT),
-				CAST(? AS INTEGER), ?, ?, CAST(? AS BOOLEAN)),`, n), ",") + `)
-			UPDATE transfer_items SET status = v.status, size = v.size, mtime = v.mtime, bytes_done = v.bytes_done,
-				attempts = v.attempts, error = v.error, sha256 = v.sha256, staged = v.staged
-			FROM v WHERE transfer_items.transfer_id = ? AND transfer_items.seq = v.seq`)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("save items: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
-	var full *sql.Stmt
-	defer func() {
-		if full != nil {
-			full.Close()
-		}
-	}()
-	args := make([]any, 0, itemsSaveRows*9+1)
-	for start := 0; start < len(p.Items); start += itemsSaveRows {
-		group := p.Items[start:min(start+itemsSaveRows, len(p.Items))]
-		args = args[:0]
-		for _, it := range group {
-			args = append(args, it.Seq, string(it.Status), it.Size, it.mtime, it.BytesDone, it.Attempts, it.Error, it.SHA256, it.staged)
-		}
-		args = append(args, p.ID)
-		switch {
-		case len(group) < itemsSaveRows:
-			_, err = tx.ExecContext(ctx, update(len(group)), args...)
-		default:
-			if full == nil {
-				if full, err = tx.PrepareContext(ctx, update(itemsSaveRows)); err != nil {
-					return fmt.Errorf("save items: %w", err)
-				}
-			}
-			_, err = full.ExecContext(ctx, args...)
-		}
-		if err != nil {
+	stmt, err := tx.PrepareContext(ctx, s.q(`UPDATE transfer_items SET status = ?, size = ?, mtime = ?, bytes_done = ?,
+		attempts = ?, error = ?, sha256 = ?, staged = ? WHERE transfer_id = ? AND seq = ?`))
+	if err != nil {
+		return fmt.Errorf("save items: %w", err)
+	}
+	defer stmt.Close()
+	for _, it := range p.Items {
+		if _, err := stmt.ExecContext(ctx, string(it.Status), it.Size, it.mtime, it.BytesDone, it.Attempts, it.Error, it.SHA256,
+			it.staged, p.ID, it.Seq); err != nil {
 			return fmt.Errorf("save items: %w", err)
 		}
 	}
