@@ -111,14 +111,18 @@ func copyOne(ctx context.Context, src, dst *sqlDB, inserter *river.Client[*sql.T
 		return err
 	}
 	res.Transfers++
-	if !t.planned {
-		return nil
-	}
 	items, err := src.ItemsList(ctx, &ItemsListParams{ID: t.ID, After: -1})
 	if err != nil {
 		return err
 	}
-	if err := dst.ItemsPlan(ctx, &ItemsPlanParams{ID: t.ID, Items: items, Streams: t.Streams}); err != nil {
+	// A transfer whose walk was interrupted keeps the chunks it stored (and what was done with
+	// them): its next run walks on from them.
+	if t.planned {
+		err = dst.ItemsPlan(ctx, &ItemsPlanParams{ID: t.ID, Items: items, Streams: t.Streams})
+	} else {
+		err = dst.ItemsAppend(ctx, &ItemsAppendParams{ID: t.ID, Items: items})
+	}
+	if err != nil {
 		return err
 	}
 	ranges, err := src.RangesList(ctx, &TransferGetParams{ID: t.ID})

@@ -49,6 +49,10 @@ func (d *db) plan(ctx context.Context, id string, items []Item, streams int) err
 	return d.p.ItemsPlan(ctx, &ItemsPlanParams{ID: id, Items: items, Streams: streams})
 }
 
+func (d *db) appendItems(ctx context.Context, id string, items []Item, final bool) error {
+	return d.p.ItemsAppend(ctx, &ItemsAppendParams{ID: id, Items: items, Final: final})
+}
+
 func (d *db) items(ctx context.Context, id string, after int64, limit int, status ItemStatus) ([]Item, error) {
 	return d.p.ItemsList(ctx, &ItemsListParams{ID: id, After: after, Limit: limit, Status: status})
 }

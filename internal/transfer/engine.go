@@ -125,8 +125,10 @@ type Config struct {
 	DBConns int `yaml:"db_conns" env:"DB_CONNS"`
 	// MaxPlanItems caps the items (files, directories, symlinks) one transfer's plan may hold
 	// (1,000,000), and MaxPlanPathBytes the bytes of their source and destination paths
-	// together (256 MiB): the plan is built in memory and stored whole. A source tree beyond
-	// either fails the transfer, naming the limit, before anything is copied.
+	// together (256 MiB): a run holds its plan in memory. A source tree beyond either fails
+	// the transfer, naming the limit, as soon as the walk crosses it: before anything is
+	// copied when the limit is below one plan chunk (a tar batch's worth of items, 1,024 by
+	// default) or an end is shared; otherwise the chunks stored before it may have been copied.
 	MaxPlanItems     int   `yaml:"max_plan_items" env:"MAX_PLAN_ITEMS"`
 	MaxPlanPathBytes int64 `yaml:"max_plan_path_bytes" env:"MAX_PLAN_PATH_BYTES"`
 	// HelperOutputBytes caps what is kept of the stdout and of the stderr of each helper

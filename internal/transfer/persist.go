@@ -64,8 +64,13 @@ type Persistence interface {
 	// before it removed its temporary files) and returns their ids, each to one caller.
 	LeaseReapCanceled(ctx context.Context, p *LeaseReapParams) ([]string, error)
 
-	// ItemsPlan stores a transfer's items and totals, replacing an earlier partial plan.
+	// ItemsPlan stores a transfer's whole plan (its items and totals) and marks it planned,
+	// replacing any items stored before.
 	ItemsPlan(ctx context.Context, p *ItemsPlanParams) error
+	// ItemsAppend adds one chunk of a plan that is stored as the source is walked (items whose
+	// seqs no stored item has), in one transaction, and marks the transfer planned when
+	// p.Final; the totals are the run's to record (its heartbeat does).
+	ItemsAppend(ctx context.Context, p *ItemsAppendParams) error
 	// ItemsList returns items in seq order.
 	ItemsList(ctx context.Context, p *ItemsListParams) ([]Item, error)
 	// ItemsSave writes the mutable fields of items.
@@ -192,6 +197,13 @@ type ItemsPlanParams struct {
 	ID      string
 	Items   []Item
 	Streams int
+}
+
+// ItemsAppendParams is one chunk of a transfer's plan; Final says the walk is complete.
+type ItemsAppendParams struct {
+	ID    string
+	Items []Item
+	Final bool
 }
 
 // ItemsListParams selects a transfer's items with seq after After, at most Limit (0: all),

@@ -35,6 +35,7 @@ func TestPersistenceContract(t *testing.T) {
 		{"retrying carries error, retries and next attempt", contractRetrying},
 		{"slow runs counted in the row, by the lease holder only", contractSlowRuns},
 		{"plan, items, ranges", contractItems},
+		{"plan stored chunk by chunk", contractAppend},
 		{"count-then-insert is serialised per owner", contractQuotaRace},
 		{"object uploads, parts, hash state, stale uploads", contractUploads},
 	}
@@ -423,6 +424,68 @@ func contractItems(t *testing.T, p Persistence) {
 	}
 	if rs, _ := p.RangesList(ctx, &TransferGetParams{ID: "tr-1"}); len(rs) != 0 {
 		t.Fatalf("ranges after reset: %v", rs)
+	}
+}
+
+// contractAppend: a plan stored chunk by chunk (ItemsAppend) keeps the items of every chunk in
+// seq order, with full statements of the prepared INSERT and a partial one, leaves the transfer
+// unplanned until the final chunk, and leaves the totals to the run; ItemsSave then writes each
+// of hundreds of items' own fields.
+func contractAppend(t *testing.T, p Persistence) {
+	ctx := t.Context()
+	mustInsert(t, p, "tr-1", "alice", "")
+	items := make([]Item, 2*planInsertRows+7)
+	for i := range items {
+		items[i] = Item{Seq: int64(i), Kind: KindFile, Source: fmt.Sprintf("/s/%d", i), Destination: fmt.Sprintf("/d/%d", i),
+			Size: int64(i), Status: ItemPending, mtime: 1700000000 + int64(i), mode: 0o640}
+	}
+	cut := planInsertRows + 3
+	if err := p.ItemsAppend(ctx, &ItemsAppendParams{ID: "tr-1", Items: items[:cut]}); err != nil {
+		t.Fatal(err)
+	}
+	if tr, _ := p.TransferGet(ctx, &TransferGetParams{ID: "tr-1"}); tr.planned || tr.FilesTotal != 0 {
+		t.Fatalf("after the first chunk: planned %v files_total %d, want unplanned and the totals untouched", tr.planned, tr.FilesTotal)
+	}
+	if err := p.ItemsAppend(ctx, &ItemsAppendParams{ID: "tr-1", Items: items[cut:], Final: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ItemsAppend(ctx, &ItemsAppendParams{ID: "tr-1", Items: items[:1]}); err == nil {
+		t.Fatal("a seq stored twice was accepted")
+	}
+	tr, _ := p.TransferGet(ctx, &TransferGetParams{ID: "tr-1"})
+	got, err := p.ItemsList(ctx, &ItemsListParams{ID: "tr-1", After: -1})
+	if err != nil || !tr.planned || len(got) != len(items) {
+		t.Fatalf("after the final chunk: planned %v, %d items, %v", tr.planned, len(got), err)
+	}
+	for i, it := range got {
+		if it.Seq != int64(i) || it.Source != items[i].Source || it.Size != int64(i) || it.mtime != items[i].mtime || it.mode != 0o640 {
+			t.Fatalf("item %d: %+v", i, it)
+		}
+	}
+	// ItemsSave writes each item's own fields; the item left out keeps its stored fields.
+	var save []*Item
+	for i := 1; i < len(got); i++ {
+		c := got[i]
+		c.Status, c.Size, c.mtime, c.BytesDone, c.Attempts = ItemDone, int64(i)+1, int64(i)*3, int64(i)+1, i%4
+		c.Error, c.SHA256, c.staged = fmt.Sprintf("e%d", i), fmt.Sprintf("h%d", i), i%2 == 0
+		save = append(save, &c)
+	}
+	if err := p.ItemsSave(ctx, &ItemsSaveParams{ID: "tr-1", Items: save}); err != nil {
+		t.Fatal(err)
+	}
+	saved, err := p.ItemsList(ctx, &ItemsListParams{ID: "tr-1", After: -1})
+	if err != nil || len(saved) != len(items) {
+		t.Fatalf("saved items: %d %v", len(saved), err)
+	}
+	if it := saved[0]; it.Status != ItemPending || it.SHA256 != "" || it.Size != 0 {
+		t.Fatalf("item 0, not saved: %+v", it)
+	}
+	for i, it := range saved[1:] {
+		w := save[i]
+		if it.Status != ItemDone || it.Size != w.Size || it.mtime != w.mtime || it.BytesDone != w.BytesDone || it.Attempts != w.Attempts ||
+			it.Error != w.Error || it.SHA256 != w.SHA256 || it.staged != w.staged || it.Source != w.Source || it.mode != 0o640 {
+			t.Fatalf("saved item %d: %+v, want %+v", it.Seq, it, *w)
+		}
 	}
 }
 

@@ -54,15 +54,19 @@ func (r *run) setup(ctx context.Context) error {
 	if err := r.setupRoots(ctx, sc, dc); err != nil {
 		return err
 	}
+	r.walk = nil
 	if !r.t.planned {
-		items, err := r.plan(ctx, sc, dc)
+		w, items, err := r.plan(ctx, sc, dc)
 		if err != nil {
 			return err
 		}
-		if err := r.e.db.plan(ctx, r.t.ID, items, 0); err != nil {
-			return dbe(err)
+		if w == nil {
+			if err := r.e.db.plan(ctx, r.t.ID, items, 0); err != nil {
+				return dbe(err)
+			}
+			r.t.planned = true
 		}
-		r.t.planned = true
+		r.walk = w
 	}
 	items, err := r.e.db.items(ctx, r.t.ID, -1, 0, "")
 	if err != nil {
@@ -72,11 +76,11 @@ func (r *run) setup(ctx context.Context) error {
 	if err != nil {
 		return dbe(err)
 	}
-	r.items = make([]*Item, len(items))
+	loaded := make([]*Item, len(items))
 	var total, done, files, filesDone, failed, skipped int64
 	for i := range items {
 		it := &items[i]
-		r.items[i] = it
+		loaded[i] = it
 		if it.Kind != KindFile {
 			continue
 		}
@@ -98,13 +102,22 @@ func (r *run) setup(ctx context.Context) error {
 			}
 		}
 	}
-	r.ranges = ranges
+	r.mu.Lock()
+	r.items, r.ranges = loaded, ranges
+	r.mu.Unlock()
 	r.bytesTotal.Store(total)
 	r.bytesDone.Store(done)
 	r.filesTotal.Store(files)
 	r.filesDone.Store(filesDone)
 	r.filesFailed.Store(failed)
 	r.filesSkipped.Store(skipped)
+	if r.walk != nil && !r.streamPlan() {
+		// Planned whole before anything moves (see streamPlan), under this setup's hold.
+		if err := r.walkPlan(ctx, sc, nil); err != nil {
+			return err
+		}
+		r.walk = nil
+	}
 
 	probe.Wait()
 	n := r.t.streamsReq
@@ -182,23 +195,24 @@ func (r *run) pending() []*Item {
 	return out
 }
 
-// plan walks the source and returns the transfer's items.
-func (r *run) plan(ctx context.Context, sc, dc *sftp.Client) ([]Item, error) {
+// plan judges the transfer's source and destination: a file's plan is its one item; a
+// directory's is a walk (planWalk), which stores its items a chunk at a time.
+func (r *run) plan(ctx context.Context, sc, dc *sftp.Client) (*planWalk, []Item, error) {
 	srcAbs, err := r.srcRoot.Resolve(ctx, sc, r.t.Source.Path, true)
 	if err != nil {
-		return nil, confined(fmt.Errorf("source: %w", err))
+		return nil, nil, confined(fmt.Errorf("source: %w", err))
 	}
 	dstAbs, err := r.dstRoot.Resolve(ctx, dc, r.t.Destination.Path, true)
 	if err != nil {
-		return nil, confined(fmt.Errorf("destination: %w", err))
+		return nil, nil, confined(fmt.Errorf("destination: %w", err))
 	}
 	fi, err := sc.Stat(srcAbs)
 	if err != nil {
-		return nil, fmt.Errorf("source %s: %w", srcAbs, err)
+		return nil, nil, fmt.Errorf("source %s: %w", srcAbs, err)
 	}
 	dfi, derr := dc.Stat(dstAbs)
 	if derr != nil && !errors.Is(derr, fs.ErrNotExist) {
-		return nil, fmt.Errorf("destination %s: %w", dstAbs, derr)
+		return nil, nil, fmt.Errorf("destination %s: %w", dstAbs, derr)
 	}
 	dstExists := derr == nil
 	switch {
@@ -208,27 +222,128 @@ func (r *run) plan(ctx context.Context, sc, dc *sftp.Client) ([]Item, error) {
 			dst = path.Join(dstAbs, path.Base(srcAbs))
 		}
 		if r.t.SameSystem && dst == srcAbs {
-			return nil, permanent(fmt.Errorf("destination %s is the source file", dst))
+			return nil, nil, permanent(fmt.Errorf("destination %s is the source file", dst))
 		}
-		return []Item{fileItem(0, srcAbs, dst, fi)}, nil
+		return nil, []Item{fileItem(0, srcAbs, dst, fi)}, nil
 	case fi.IsDir():
 		if !r.t.Recursive {
-			return nil, permanent(fmt.Errorf("source %s is a directory: set recursive to copy it", srcAbs))
+			return nil, nil, permanent(fmt.Errorf("source %s is a directory: set recursive to copy it", srcAbs))
 		}
 		if dstExists && !dfi.IsDir() {
-			return nil, permanent(fmt.Errorf("destination %s exists and is not a directory", dstAbs))
+			return nil, nil, permanent(fmt.Errorf("destination %s exists and is not a directory", dstAbs))
 		}
 		if r.t.SameSystem && confine.Within(srcAbs, dstAbs) {
-			return nil, permanent(fmt.Errorf("destination %s is inside the source %s", dstAbs, srcAbs))
+			return nil, nil, permanent(fmt.Errorf("destination %s is inside the source %s", dstAbs, srcAbs))
 		}
-		return walk(ctx, sc, srcAbs, dstAbs, planLimits{items: r.e.cfg.MaxPlanItems, pathBytes: r.e.cfg.MaxPlanPathBytes})
+		return &planWalk{src: srcAbs, dst: dstAbs}, nil, nil
 	}
-	return nil, permanent(fmt.Errorf("source %s is not a regular file or directory", srcAbs))
+	return nil, nil, permanent(fmt.Errorf("source %s is not a regular file or directory", srcAbs))
 }
 
 func fileItem(seq int64, src, dst string, fi os.FileInfo) Item {
 	return Item{Seq: seq, Kind: KindFile, Source: src, Destination: dst, Size: fi.Size(), Status: ItemPending,
 		mtime: fi.ModTime().Unix(), mode: uint32(fi.Mode().Perm())}
+}
+
+// planWalk is a directory tree still to be planned: its items are found by walking src and
+// stored a chunk at a time (walkPlan), each chunk before any of its items moves.
+type planWalk struct {
+	src, dst string // absolute roots at the source and the destination
+}
+
+// planChunk is how many items walkPlan stores (one transaction) and hands on at a time: a tar
+// batch's worth, so that the first batch can start as soon as its files are stored.
+func (r *run) planChunk() int { return tarBatchFactor * r.e.cfg.BatchFiles }
+
+// streamPlan reports whether this run copies a directory's first chunks while it walks the rest
+// (planRound). Not with a shared end: its walk and rounds each hold the owner's guard, and a run
+// plans under setup's hold and then rounds chunk by chunk, as before; nor on one system (one cp
+// batch per round on the server).
+func (r *run) streamPlan() bool {
+	return r.src.Hold == nil && r.dst.Hold == nil && !r.t.SameSystem
+}
+
+// errPlanTooLarge is wrapped by the (permanent) error of a plan beyond its limits.
+var errPlanTooLarge = errors.New("transfer plan too large")
+
+// walkPlan walks r.walk's tree (not following symlinks; directories before their contents) and
+// stores as items, planChunk at a time and each chunk in one transaction, the entries no stored
+// item has as its source — a run resuming an interrupted walk keeps what it stored (and what was
+// done with it) and adds only what the interrupted walk had not reached, so no file is planned
+// twice or left out. Each stored chunk joins r.items and is handed to emit (when set). The last
+// chunk marks the transfer planned. The plan's items and path bytes, stored ones included, stay
+// within transfer.max_plan_items and transfer.max_plan_path_bytes: crossing either is a
+// permanent error naming it, returned as soon as it is crossed.
+func (r *run) walkPlan(ctx context.Context, sc *sftp.Client, emit func(chunk []*Item) error) error {
+	w := r.walk
+	lim := planLimits{items: r.e.cfg.MaxPlanItems, pathBytes: r.e.cfg.MaxPlanPathBytes}
+	r.mu.Lock()
+	stored := make(map[string]struct{}, len(r.items))
+	var next, pathBytes int64
+	for _, it := range r.items {
+		stored[it.Source] = struct{}{}
+		next = max(next, it.Seq+1)
+		pathBytes += int64(len(it.Source) + len(it.Destination))
+	}
+	count := len(r.items)
+	r.mu.Unlock()
+	n := r.planChunk()
+	chunk := make([]Item, 0, n)
+	flush := func(final bool) error {
+		if err := r.e.db.appendItems(ctx, r.t.ID, chunk, final); err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return dbe(err)
+		}
+		ptrs := make([]*Item, len(chunk))
+		var files, bytes int64
+		for i := range chunk {
+			ptrs[i] = &chunk[i]
+			if chunk[i].Kind == KindFile {
+				files++
+				bytes += chunk[i].Size
+			}
+		}
+		r.mu.Lock()
+		r.items = append(r.items, ptrs...)
+		r.mu.Unlock()
+		r.filesTotal.Add(files)
+		r.bytesTotal.Add(bytes)
+		if final {
+			r.t.planned = true
+		}
+		chunk = make([]Item, 0, n)
+		if emit != nil && len(ptrs) > 0 {
+			return emit(ptrs)
+		}
+		return nil
+	}
+	err := walkTree(ctx, sc, w.src, w.dst, func(it Item) error {
+		if _, ok := stored[it.Source]; ok {
+			return nil
+		}
+		if count >= lim.items {
+			return permanent(fmt.Errorf("%w: %s has more than %d files, directories and symlinks (transfer.max_plan_items); transfer parts of it separately",
+				errPlanTooLarge, w.src, lim.items))
+		}
+		if pathBytes += int64(len(it.Source) + len(it.Destination)); pathBytes > lim.pathBytes {
+			return permanent(fmt.Errorf("%w: the paths under %s exceed %d bytes (transfer.max_plan_path_bytes); transfer parts of it separately",
+				errPlanTooLarge, w.src, lim.pathBytes))
+		}
+		count++
+		it.Seq = next
+		next++
+		chunk = append(chunk, it)
+		if len(chunk) >= n {
+			return flush(false)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush(true)
 }
 
 // planLimits bound one plan: its items, and the bytes of their source and destination paths.
@@ -237,51 +352,41 @@ type planLimits struct {
 	pathBytes int64
 }
 
-// errPlanTooLarge is wrapped by the (permanent) error of a plan beyond its limits.
-var errPlanTooLarge = errors.New("transfer plan too large")
-
-// walk lists the tree under srcRoot (not following symlinks) as items whose destinations are
-// under dstRoot; directories come before their contents. A tree with more items or path bytes
-// than lim allows is a permanent error naming the limit, returned as soon as it is crossed.
-func walk(ctx context.Context, sc *sftp.Client, srcRoot, dstRoot string, lim planLimits) ([]Item, error) {
-	var items []Item
-	var pathBytes int64
+// walkTree calls fn with an item (its Seq unset) for every directory, regular file and symlink
+// under srcRoot, srcRoot included, not following symlinks, directories before their contents;
+// the items' destinations are under dstRoot. An error of fn ends the walk and is returned.
+func walkTree(ctx context.Context, sc *sftp.Client, srcRoot, dstRoot string, fn func(Item) error) error {
 	w := sc.Walk(srcRoot)
 	for w.Step() {
 		if err := ctx.Err(); err != nil {
-			return nil, context.Cause(ctx)
+			return context.Cause(ctx)
 		}
 		if err := w.Err(); err != nil {
-			return nil, fmt.Errorf("walk %s: %w", w.Path(), err)
+			return fmt.Errorf("walk %s: %w", w.Path(), err)
 		}
 		p, fi := w.Path(), w.Stat()
 		dst := dstRoot
 		if p != srcRoot {
 			dst = path.Join(dstRoot, strings.TrimPrefix(p, srcRoot+"/"))
 		}
-		if fi.IsDir() || fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0 {
-			if len(items) >= lim.items {
-				return nil, permanent(fmt.Errorf("%w: %s has more than %d files, directories and symlinks (transfer.max_plan_items); transfer parts of it separately",
-					errPlanTooLarge, srcRoot, lim.items))
-			}
-			if pathBytes += int64(len(p) + len(dst)); pathBytes > lim.pathBytes {
-				return nil, permanent(fmt.Errorf("%w: the paths under %s exceed %d bytes (transfer.max_plan_path_bytes); transfer parts of it separately",
-					errPlanTooLarge, srcRoot, lim.pathBytes))
-			}
-		}
-		seq := int64(len(items))
+		var it Item
 		switch {
 		case fi.IsDir():
-			items = append(items, Item{Seq: seq, Kind: KindDir, Source: p, Destination: dst, Status: ItemPending, mode: uint32(fi.Mode().Perm())})
+			it = Item{Kind: KindDir, Source: p, Destination: dst, Status: ItemPending, mode: uint32(fi.Mode().Perm())}
 		case fi.Mode().IsRegular():
-			items = append(items, fileItem(seq, p, dst, fi))
+			it = fileItem(0, p, dst, fi)
 		case fi.Mode()&fs.ModeSymlink != 0:
 			target, err := sc.ReadLink(p)
 			if err != nil {
-				return nil, fmt.Errorf("read link %s: %w", p, err)
+				return fmt.Errorf("read link %s: %w", p, err)
 			}
-			items = append(items, Item{Seq: seq, Kind: KindSymlink, Source: p, Destination: dst, Status: ItemPending, linkTarget: target})
+			it = Item{Kind: KindSymlink, Source: p, Destination: dst, Status: ItemPending, linkTarget: target}
+		default:
+			continue
+		}
+		if err := fn(it); err != nil {
+			return err
 		}
 	}
-	return items, nil
+	return nil
 }

@@ -39,6 +39,7 @@ type run struct {
 	srcRoot, dstRoot *confine.Root // root_dir confinement of each system, for this run
 	early            earlySums     // source sums started while large files copy
 	obj              *objectRun    // set when an end is object storage (object.go)
+	walk             *planWalk     // the directory walk still to do; planRound does it (plan.go)
 	destSums         sync.Map      // temporary path → sha256 the destination streamed while copying
 	tarSums          sync.Map      // source path → sha256 of the bytes a tar batch read from it (tarsmall.go)
 	tarOff           atomic.Bool   // small files go over SFTP: tar is unusable on an end (tarsmall.go)
@@ -364,10 +365,13 @@ func (r *run) execute(ctx context.Context) error {
 	r.startAt = time.Now()
 	r.startBytes = r.bytesDone.Load()
 	for round := 0; ; round++ {
-		pending := r.pending()
-		if len(pending) == 0 {
-			r.finishDirs(ctx)
-			return nil
+		var pending []*Item
+		if r.walk == nil {
+			pending = r.pending()
+			if len(pending) == 0 {
+				r.finishDirs(ctx)
+				return nil
+			}
 		}
 		if round > 0 {
 			r.e.log.Info("transfer retrying", "id", r.t.ID, "pending", len(pending), "round", round, "last_err", r.lastError())
@@ -378,7 +382,13 @@ func (r *run) execute(ctx context.Context) error {
 				return dbe(err)
 			}
 		}
-		if err := r.round(ctx, pending); err != nil {
+		var err error
+		if r.walk != nil {
+			err = r.planRound(ctx)
+		} else {
+			err = r.round(ctx, pending)
+		}
+		if err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -443,11 +453,28 @@ func (r *run) roundChunk(ctx context.Context, pending []*Item) error {
 	if r.obj != nil {
 		return r.objectRound(ctx, pending)
 	}
-	pending, err = r.checkItems(ctx, r.streams[0], pending)
+	small, large, err := r.prepareItems(ctx, pending)
 	if err != nil {
 		return err
 	}
-	var dirs, links, small, large []*Item
+	if r.t.SameSystem {
+		return r.doServerSide(ctx, append(small, large...))
+	}
+	if err := r.doSmall(ctx, small); err != nil {
+		return err
+	}
+	return r.doLarge(ctx, stillPending(large))
+}
+
+// prepareItems checks items against both roots, creates the directories, recreates the symlinks and
+// applies the sync level, and returns the files still to copy: the single-range ones and the
+// others.
+func (r *run) prepareItems(ctx context.Context, pending []*Item) (small, large []*Item, err error) {
+	pending, err = r.checkItems(ctx, r.streams[0], pending)
+	if err != nil {
+		return nil, nil, err
+	}
+	var dirs, links []*Item
 	for _, it := range pending {
 		switch {
 		case it.Kind == KindDir:
@@ -461,23 +488,98 @@ func (r *run) roundChunk(ctx context.Context, pending []*Item) error {
 		}
 	}
 	if err := r.doDirs(ctx, dirs); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := r.doLinks(ctx, links); err != nil {
-		return err
+		return nil, nil, err
 	}
-	files := append(append([]*Item(nil), small...), large...)
 	if r.t.Sync != SyncAlways {
-		if err := r.syncCheck(ctx, files); err != nil {
-			return err
+		if err := r.syncCheck(ctx, append(append([]*Item(nil), small...), large...)); err != nil {
+			return nil, nil, err
 		}
 	}
-	if r.t.SameSystem {
-		return r.doServerSide(ctx, stillPending(files))
-	}
-	if err := r.doSmall(ctx, stillPending(small)); err != nil {
+	return stillPending(small), stillPending(large), nil
+}
+
+// planRound is the first round of a directory transfer that streams its plan (streamPlan): the
+// walk (walkPlan) stores the items a chunk at a time, and each stored chunk goes through prepareItems
+// and its small files into the tar batches at once, while the walk goes on; large files follow
+// once the walk is complete. Items stored by an earlier, interrupted walk that are still pending
+// go first. Chunks are prepared one after another, in the walk's order, so a directory is made
+// before the files of any later chunk are written into it; every item is checked against both
+// roots just before it moves, as in round. A walk that fails for a reason retrying may cure
+// ends the round (the next one walks again, keeping what was stored); one beyond the plan's
+// limits fails the transfer.
+func (r *run) planRound(ctx context.Context) error {
+	if err := r.recheck(ctx); err != nil {
 		return err
 	}
+	for _, s := range r.streams {
+		s.revive()
+	}
+	sc, _, err := r.streams[0].clients(ctx)
+	if err != nil {
+		r.setLastErr(err)
+		return nil
+	}
+	stored := r.pending()
+	wctx, stopWalk := context.WithCancel(ctx)
+	defer stopWalk()
+	chunks := make(chan []*Item, r.tarWorkers())
+	var walkErr error
+	var walker sync.WaitGroup
+	walker.Go(func() {
+		defer close(chunks)
+		send := func(c []*Item) error {
+			select {
+			case chunks <- c:
+				return nil
+			case <-wctx.Done():
+				return context.Cause(wctx)
+			}
+		}
+		for _, c := range batches(stored, r.planChunk()) {
+			if err := send(c); err != nil {
+				return
+			}
+		}
+		walkErr = r.walkPlan(wctx, sc, send)
+	})
+	pool := r.startSmall(ctx)
+	var large []*Item
+	var prepErr error
+	for chunk := range chunks {
+		if prepErr != nil || ctx.Err() != nil {
+			continue // drain: the walk ends at its next send
+		}
+		small, lg, err := r.prepareItems(ctx, chunk)
+		if err != nil {
+			prepErr = err
+			stopWalk()
+			continue
+		}
+		large = append(large, lg...)
+		for _, b := range pool.cut(small) {
+			pool.put(b)
+		}
+	}
+	walker.Wait()
+	smallErr := pool.wait()
+	switch {
+	case prepErr != nil:
+		return prepErr
+	case smallErr != nil:
+		return smallErr
+	case ctx.Err() != nil:
+		return nil
+	case walkErr != nil && (isPermanent(walkErr) || isDBErr(walkErr)):
+		return walkErr
+	case walkErr != nil:
+		r.streams[0].fail(walkErr)
+		r.setLastErr(fmt.Errorf("plan: %w", walkErr))
+		return nil
+	}
+	r.walk = nil
 	return r.doLarge(ctx, stillPending(large))
 }
 

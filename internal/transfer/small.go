@@ -49,54 +49,109 @@ func (r *run) doSmall(ctx context.Context, small []*Item) error {
 	if len(small) == 0 {
 		return nil
 	}
-	useTar := !r.tarOff.Load() && r.srcR.pool != nil && r.dstR.pool != nil
-	nw, bs := max(4, len(r.streams)), batches(small, r.e.cfg.BatchFiles)
-	if useTar {
-		nw, bs = r.tarWorkers(), tarBatches(small, tarBatchFactor*r.e.cfg.BatchFiles)
+	p := r.startSmall(ctx)
+	for _, b := range p.cut(small) {
+		p.put(b)
 	}
-	return runBatches(bs, nw, func(w int, batch []*Item) error {
-		if ctx.Err() != nil {
-			return nil
-		}
-		s := r.streams[w%len(r.streams)]
-		r.mu.Lock()
-		for _, it := range batch {
-			it.Attempts++
-			it.staged = true
-		}
-		r.mu.Unlock()
-		if err := r.stage(ctx, batch); err != nil {
-			return err
-		}
-		copied, failed := make([]bool, len(batch)), make([]bool, len(batch))
-		var done map[*Item]attrsDone
-		if useTar && !r.tarOff.Load() {
-			done = r.tarSmall(ctx, batch, copied, failed)
-		}
-		var rest []*Item
-		var restIdx []int
-		for i, it := range batch {
-			if !copied[i] && !failed[i] {
-				rest, restIdx = append(rest, it), append(restIdx, i)
+	return p.wait()
+}
+
+// smallPool copies batches of small files on a fixed set of workers (tarWorkers of them with
+// tar, otherwise max(4, streams)); put hands a batch to the next free worker, so at most that
+// many batches are in flight and a producer waits for room. Start it with startSmall; wait
+// ends it.
+type smallPool struct {
+	r      *run
+	ctx    context.Context
+	useTar bool
+	ch     chan []*Item
+	wg     sync.WaitGroup
+	once   sync.Once
+	first  error
+}
+
+// startSmall starts the workers of a smallPool for this round.
+func (r *run) startSmall(ctx context.Context) *smallPool {
+	p := &smallPool{r: r, ctx: ctx, ch: make(chan []*Item)}
+	p.useTar = !r.tarOff.Load() && r.srcR.pool != nil && r.dstR.pool != nil
+	nw := max(4, len(r.streams))
+	if p.useTar {
+		nw = r.tarWorkers()
+	}
+	for w := range nw {
+		p.wg.Go(func() {
+			for b := range p.ch {
+				if err := r.smallBatch(ctx, w, b, p.useTar); err != nil {
+					p.once.Do(func() { p.first = err })
+				}
 			}
-		}
-		forEach(rest, r.e.cfg.SmallFileConcurrency, func(i int, it *Item) {
-			if err := r.copySmall(ctx, s, it); err != nil {
-				s.fail(err)
-				r.itemFailed(ctx, it, err)
-				return
-			}
-			copied[restIdx[i]] = true
 		})
-		var ok []*Item
-		for i, it := range batch {
-			if copied[i] {
-				ok = append(ok, it)
-			}
+	}
+	return p
+}
+
+// cut cuts items into the pool's batches (tar batches or sha256sum batches).
+func (p *smallPool) cut(items []*Item) [][]*Item {
+	if p.useTar {
+		return tarBatches(items, tarBatchFactor*p.r.e.cfg.BatchFiles)
+	}
+	return batches(items, p.r.e.cfg.BatchFiles)
+}
+
+// put hands b to a worker, waiting until one is free.
+func (p *smallPool) put(b []*Item) { p.ch <- b }
+
+// wait lets the workers finish the batches handed to them, ends them and returns the first
+// error (of the database) a batch returned.
+func (p *smallPool) wait() error {
+	close(p.ch)
+	p.wg.Wait()
+	return p.first
+}
+
+// smallBatch copies one batch of small files on worker w.
+func (r *run) smallBatch(ctx context.Context, w int, batch []*Item, useTar bool) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	s := r.streams[w%len(r.streams)]
+	r.mu.Lock()
+	for _, it := range batch {
+		it.Attempts++
+		it.staged = true
+	}
+	r.mu.Unlock()
+	if err := r.stage(ctx, batch); err != nil {
+		return err
+	}
+	copied, failed := make([]bool, len(batch)), make([]bool, len(batch))
+	var done map[*Item]attrsDone
+	if useTar && !r.tarOff.Load() {
+		done = r.tarSmall(ctx, batch, copied, failed)
+	}
+	var rest []*Item
+	var restIdx []int
+	for i, it := range batch {
+		if !copied[i] && !failed[i] {
+			rest, restIdx = append(rest, it), append(restIdx, i)
 		}
-		r.verifyAndFinalize(ctx, s, ok, true, done)
-		return r.saveChunked(ctx, batch)
+	}
+	forEach(rest, r.e.cfg.SmallFileConcurrency, func(i int, it *Item) {
+		if err := r.copySmall(ctx, s, it); err != nil {
+			s.fail(err)
+			r.itemFailed(ctx, it, err)
+			return
+		}
+		copied[restIdx[i]] = true
 	})
+	var ok []*Item
+	for i, it := range batch {
+		if copied[i] {
+			ok = append(ok, it)
+		}
+	}
+	r.verifyAndFinalize(ctx, s, ok, true, done)
+	return r.saveChunked(ctx, batch)
 }
 
 // saveChunked saves items BatchFiles at a time: a tar batch's thousand items in one transaction

@@ -392,25 +392,10 @@ func (s *sqlDB) ItemsPlan(ctx context.Context, p *ItemsPlanParams) error {
 	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM transfer_items WHERE transfer_id = ?`), p.ID); err != nil {
 		return fmt.Errorf("store plan: %w", err)
 	}
-	const batch = 200
-	var total, files int64
-	for start := 0; start < len(p.Items); start += batch {
-		end := min(start+batch, len(p.Items))
-		var sb strings.Builder
-		sb.WriteString(`INSERT INTO transfer_items (transfer_id, seq, kind, src, dst, size, mtime, mode, link_target, status) VALUES `)
-		args := make([]any, 0, (end-start)*10)
-		for i, it := range p.Items[start:end] {
-			if i > 0 {
-				sb.WriteString(",")
-			}
-			sb.WriteString("(?,?,?,?,?,?,?,?,?,?)")
-			args = append(args, p.ID, it.Seq, string(it.Kind), it.Source, it.Destination, it.Size, it.mtime, int64(it.mode),
-				it.linkTarget, string(it.Status))
-		}
-		if _, err := tx.ExecContext(ctx, s.q(sb.String()), args...); err != nil {
-			return fmt.Errorf("store plan: %w", err)
-		}
+	if err := s.insertItems(ctx, tx, p.ID, p.Items); err != nil {
+		return fmt.Errorf("store plan: %w", err)
 	}
+	var total, files int64
 	for _, it := range p.Items {
 		if it.Kind == KindFile {
 			total += it.Size
@@ -423,6 +408,69 @@ func (s *sqlDB) ItemsPlan(ctx context.Context, p *ItemsPlanParams) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store plan: %w", err)
+	}
+	return nil
+}
+
+// planInsertRows is how many items one INSERT of a plan carries.
+const planInsertRows = 200
+
+// insertItems inserts items in tx, planInsertRows per statement; the statement of a full group
+// is prepared once and reused.
+func (s *sqlDB) insertItems(ctx context.Context, tx *sql.Tx, id string, items []Item) error {
+	insert := func(n int) string {
+		return s.q(`INSERT INTO transfer_items (transfer_id, seq, kind, src, dst, size, mtime, mode, link_target, status) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?,?,?,?,?,?,?,?,?,?),", n), ","))
+	}
+	var full *sql.Stmt
+	defer func() {
+		if full != nil {
+			full.Close()
+		}
+	}()
+	args := make([]any, 0, planInsertRows*10)
+	for start := 0; start < len(items); start += planInsertRows {
+		group := items[start:min(start+planInsertRows, len(items))]
+		args = args[:0]
+		for _, it := range group {
+			args = append(args, id, it.Seq, string(it.Kind), it.Source, it.Destination, it.Size, it.mtime, int64(it.mode),
+				it.linkTarget, string(it.Status))
+		}
+		var err error
+		switch {
+		case len(group) < planInsertRows:
+			_, err = tx.ExecContext(ctx, insert(len(group)), args...)
+		default:
+			if full == nil {
+				if full, err = tx.PrepareContext(ctx, insert(planInsertRows)); err != nil {
+					return err
+				}
+			}
+			_, err = full.ExecContext(ctx, args...)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *sqlDB) ItemsAppend(ctx context.Context, p *ItemsAppendParams) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store plan chunk: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
+	if err := s.insertItems(ctx, tx, p.ID, p.Items); err != nil {
+		return fmt.Errorf("store plan chunk: %w", err)
+	}
+	if p.Final {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE transfers SET planned = ? WHERE id = ?`), true, p.ID); err != nil {
+			return fmt.Errorf("store plan chunk: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store plan chunk: %w", err)
 	}
 	return nil
 }

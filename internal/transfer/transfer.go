@@ -4,7 +4,13 @@
 // on River.
 //
 // A transfer is planned once (the source is walked and every file, directory and symlink becomes
-// an item) and then executed in rounds. Each file is cut into byte ranges of ChunkSize; a file of
+// an item) and then executed in rounds. A directory's plan is stored a chunk (a tar batch's
+// worth of items) at a time, each chunk in one transaction, and the first round copies each
+// stored chunk while the walk goes on (plan.go, planRound); a run that resumes an interrupted
+// walk keeps the stored items and what was done with them, and adds only the entries no stored
+// item has, so no file is copied twice or left out. Confinement does not rest on the walk
+// (which never follows a symlink but may pass through a directory swapped for one while it
+// runs): every item is checked against both roots just before it moves. Each file is cut into byte ranges of ChunkSize; a file of
 // one range is a "small" file and moves in batches, many at once; a larger file's ranges are
 // spread over the run's streams, one range in flight per stream, and every finished range is
 // recorded, so a resumed run sends only the ranges that were not finished. Data is written to a
