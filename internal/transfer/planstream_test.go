@@ -120,14 +120,12 @@ func streamConfig() Config {
 	return cfg
 }
 
-// TestPlanOverlapsCopy: a directory's first chunks are copied while its walk is still going:
-// files are done while the chunk that completes the plan is held back, and the transfer then
-// finishes with every file copied once. Planning the whole tree before copying never gets files
-// done while the last chunk waits.
-func TestPlanOverlapsCopy(t *testing.T) {
+// copyWithHeldChunk starts a copy of a 300-file tree from system a to system b with g holding
+// back one chunk of its plan, and returns once that chunk is reached and 32 files are done.
+func copyWithHeldChunk(t *testing.T, g *gatedAppends) (*harness, *gatedAppends, *sshtest.Server, string, string, *Transfer) {
+	t.Helper()
 	h := newHarness(t, streamConfig())
 	h.stop()
-	g := newGatedAppends(0, true)
 	h.wrap = func(p Persistence) Persistence { g.Persistence = p; return g }
 	h.start()
 	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
@@ -140,9 +138,18 @@ func TestPlanOverlapsCopy(t *testing.T) {
 	select {
 	case <-g.reached:
 	case <-time.After(time.Minute):
-		t.Fatal("the plan's last chunk was never stored")
+		t.Fatal("the held chunk of the plan was never reached")
 	}
 	h.wait("alice", tr.ID, time.Minute, func(tr *Transfer) bool { return tr.FilesDone >= 32 })
+	return h, g, a, root, dst, tr
+}
+
+// TestPlanOverlapsCopy: a directory's first chunks are copied while its walk is still going:
+// files are done while the chunk that completes the plan is held back, and the transfer then
+// finishes with every file copied once. Planning the whole tree before copying never gets files
+// done while the last chunk waits.
+func TestPlanOverlapsCopy(t *testing.T) {
+	h, g, _, root, dst, tr := copyWithHeldChunk(t, newGatedAppends(0, true))
 	close(g.release)
 	got := h.wait("alice", tr.ID, time.Minute, nil)
 	if got.Status != StatusSucceeded || got.FilesTotal != 300 || got.FilesDone != 300 {
@@ -159,24 +166,7 @@ func TestPlanOverlapsCopy(t *testing.T) {
 // Re-planning from scratch copies the done files again; resuming without walking again leaves
 // the rest out.
 func TestResumeMidPlanCopiesEachFileOnce(t *testing.T) {
-	h := newHarness(t, streamConfig())
-	h.stop()
-	g := newGatedAppends(2, false)
-	h.wrap = func(p Persistence) Persistence { g.Persistence = p; return g }
-	h.start()
-	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
-	h.sys.add("alice", "a", a, "")
-	h.sys.add("alice", "b", b, "")
-	root := smallTree(t, a, 300)
-	dst := filepath.Join(b.MkTemp(t), "copy")
-	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: root},
-		Destination: Endpoint{System: "b", Path: dst}, Recursive: true})
-	select {
-	case <-g.reached:
-	case <-time.After(time.Minute):
-		t.Fatal("the plan's third chunk was never stored")
-	}
-	h.wait("alice", tr.ID, time.Minute, func(tr *Transfer) bool { return tr.FilesDone >= 32 })
+	h, _, a, root, dst, tr := copyWithHeldChunk(t, newGatedAppends(2, false))
 	h.stop() // the gated chunk is never stored
 
 	// What the interrupted run left: part of the plan, some of it done.
