@@ -412,15 +412,12 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	defer done()
 	return body.err(s.fsCallWith(r, true, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
 		// A large body on a long path is written over several channels at once; otherwise in
-		// chunks over this one, where the budget has room.
-		if st := s.stripes(r.Context(), t, c, r.ContentLength); st != nil {
-			defer st.release()
-			opts.Stripes, opts.Buffers = st.chans, st.bufs
-		} else {
-			var release func()
-			opts.Buffers, release = s.uploadChunks(r.Context(), r.ContentLength)
-			defer release()
-		}
+		// chunks over this one, where the budget has room. The round-trip probe that decides
+		// (and the stripe channels' opening it starts) runs beside the upload's first requests:
+		// Upload asks for the plan once its temporary file exists.
+		plan, release := s.planUpload(r.Context(), t, c, r.ContentLength)
+		defer release()
+		opts.Plan = plan
 		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
 		if err != nil {
 			return uploadErr(err)
@@ -428,6 +425,35 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusCreated, res)
 		return nil
 	}))
+}
+
+// planUpload starts deciding, in the background, how an upload of size bytes to t (whose first
+// channel is c) moves its body: striped over several channels (see stripes) or in chunks over c
+// alone (see uploadChunks). plan waits for the decision and returns the stripe channels (nil
+// when not striped) and buffers; release, which the caller defers, waits for the decision too
+// (whether or not plan was called) and releases everything it holds.
+func (s *Server) planUpload(ctx context.Context, t sshpool.Target, c *sftp.Client, size int64) (plan func() (<-chan *sftp.Client, [][]byte), release func()) {
+	var (
+		chans   <-chan *sftp.Client
+		bufs    [][]byte
+		free    = func() {}
+		decided = make(chan struct{})
+	)
+	go func() { // owned by the request: release waits for it
+		defer close(decided)
+		if st := s.stripes(ctx, t, c, size); st != nil {
+			chans, bufs, free = st.chans, st.bufs, st.release
+			return
+		}
+		bufs, free = s.uploadChunks(ctx, size)
+	}()
+	return func() (<-chan *sftp.Client, [][]byte) {
+			<-decided
+			return chans, bufs
+		}, func() {
+			<-decided
+			free()
+		}
 }
 
 // uploadErr reports a body that could not be read (client went away, body too large) as such.
