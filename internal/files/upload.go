@@ -60,6 +60,18 @@ type UploadOptions struct {
 	// stripe channels' opening) thus runs beside the upload's first requests instead of
 	// before them.
 	Plan func() (stripes <-chan *sftp.Client, bufs [][]byte)
+	// Trace, if set, is told of each step of the upload as it ends, for timing it: "created"
+	// (the temporary file exists, owner-only), "planned" (Plan returned), "joined" (a stripe
+	// channel's handle started writing), "written" (the body is read and every write
+	// acknowledged), "closed" (mode set, every handle closed) and "renamed". It must not block.
+	Trace func(step string)
+}
+
+// trace tells opts.Trace of step, if set.
+func (o UploadOptions) trace(step string) {
+	if o.Trace != nil {
+		o.Trace(step)
+	}
 }
 
 // UploadResult reports a completed upload.
@@ -165,8 +177,10 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	if err := checkCtx(ctx, op, abs); err != nil {
 		return nil, err
 	}
+	opts.trace("created")
 	if opts.Plan != nil {
 		opts.Stripes, opts.Buffers = opts.Plan()
+		opts.trace("planned")
 	}
 	h := sha256.New()
 	var n int64
@@ -190,6 +204,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 		}
 		return nil, f.writeErr(op, abs, err)
 	}
+	opts.trace("written")
 	// The data is complete: the file gets its final mode before it appears under its name.
 	if err := file.Chmod(mode); err != nil {
 		return nil, f.writeErr(op, abs, err)
@@ -200,6 +215,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	if err := stripesClosed(); err != nil {
 		return nil, f.writeErr(op, abs, err) // a write the server failed late
 	}
+	opts.trace("closed")
 	sum := hex.EncodeToString(h.Sum(nil))
 	if want != "" && want != sum {
 		return nil, newErr(op, abs, ErrChecksumMismatch, fmt.Errorf("expected sha256 %s, got %s", want, sum))
@@ -212,6 +228,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	}
 	keep = true
 	gone()
+	opts.trace("renamed")
 	return &UploadResult{Path: abs, Size: n, SHA256: sum}, nil
 }
 
