@@ -183,6 +183,12 @@ func measureRTT(c *sftp.Client) (time.Duration, error) {
 // opens. It returns nil, and the caller goes on with the single channel, when the file is small,
 // the path is short, or no buffers are free.
 func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, size int64) *stripeSet {
+	return s.stripesWith(ctx, t, c, size, nil)
+}
+
+// stripesWith is stripes whose channels on connections of their own come first from early (nil:
+// none), the stripe connections asked for before c.
+func (s *Server) stripesWith(ctx context.Context, t sshpool.Target, c *sftp.Client, size int64, early *earlyStripes) *stripeSet {
 	if size < s.cfg.StripeMinBytes || s.cfg.StripeMaxChannels < 2 {
 		return nil
 	}
@@ -221,7 +227,7 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 	for i := range bufs {
 		bufs[i] = chunkBuffer(chunk)
 	}
-	chans, closeLeases := s.leaseExtra(ctx, t, n-1)
+	chans, closeLeases := s.leaseExtra(ctx, t, n-1, early)
 	s.log.Debug("striping a file transfer", "rtt", rtt, "channels", n, "chunks", k, "spare", spare)
 	return &stripeSet{chans: chans, bufs: bufs, release: func() {
 		closeLeases()
@@ -242,7 +248,9 @@ func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, 
 // sshd process per channel, for long paths where one connection's socket buffers or one sshd's
 // CPU are the limit), which may have to be dialed first: those join later. Both kinds count
 // against the pool's per-key, per-host and per-owner bounds as any channel does.
-func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int) (<-chan *sftp.Client, func()) {
+//
+// The ones on connections of their own are taken from early first, while it has any.
+func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int, early *earlyStripes) (<-chan *sftp.Client, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan *sftp.Client, n) // never blocks a sender
 	var (
@@ -256,6 +264,10 @@ func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int) (<-cha
 			lease := s.deps.Pool.StripeSFTP
 			if i < near {
 				lease = s.deps.Pool.DedicatedSFTP
+			} else if early != nil {
+				if l, ok := early.take(ctx); ok {
+					lease = func(context.Context, sshpool.Target) (*sshpool.SFTPLease, error) { return l, nil }
+				}
 			}
 			l, err := lease(ctx, t)
 			if err != nil {
@@ -330,4 +342,89 @@ func wantedBytes(r *http.Request, size int64) int64 {
 		}
 	}
 	return total
+}
+
+// earlyStripeDials is how many stripe connections an upload to a system the pool has no
+// connection to asks for beside its first channel's dial (earlyStripes): one, because the pool
+// lets an owner dial a host twice at once by default (pool.max_dials_per_owner_host), so it
+// never delays the first channel's dial.
+const earlyStripeDials = 1
+
+// earlyStripes are stripe channels on connections of their own (sshpool.StripeSFTP) asked for
+// before a large upload's first channel is there. Without them a cold pool dials the first
+// connection (some nine round trips), then probes the RTT, and only then dials the stripes'
+// connections, another nine round trips during which one channel's window carries the upload.
+// They count against the pool's bounds as any channel does; leaseExtra takes them for its far
+// channels, and stop gives back those nobody took (at once when the upload does not stripe,
+// else when the request ends).
+type earlyStripes struct {
+	leases chan *sshpool.SFTPLease
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// startEarlyStripes asks the pool for k stripe channels to t, each delivered as it opens.
+func (s *Server) startEarlyStripes(ctx context.Context, t sshpool.Target, k int) *earlyStripes {
+	ctx, cancel := context.WithCancel(ctx)
+	e := &earlyStripes{leases: make(chan *sshpool.SFTPLease, k), cancel: cancel}
+	for range k {
+		e.wg.Go(func() {
+			if l, err := s.deps.Pool.StripeSFTP(ctx, t); err == nil {
+				e.leases <- l // never blocks: k slots
+			}
+		})
+	}
+	go func() { // owned by e: ends when the asks do, which stop cancels
+		e.wg.Wait()
+		close(e.leases)
+	}()
+	return e
+}
+
+// take waits for the next early channel; false once every ask has ended without one left, or
+// when ctx ends first (a channel that opens later is closed by stop).
+func (e *earlyStripes) take(ctx context.Context) (*sshpool.SFTPLease, bool) {
+	select {
+	case l, ok := <-e.leases:
+		return l, ok
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+// stop cancels the asks still under way and closes the channels nobody took; it may be called
+// more than once.
+func (e *earlyStripes) stop() {
+	e.once.Do(func() {
+		e.cancel()
+		for l := range e.leases {
+			_ = l.Close()
+		}
+	})
+}
+
+// timeline records when an upload's steps ended, in milliseconds since it started, for the
+// debug record "upload timeline".
+type timeline struct {
+	start time.Time
+	mu    sync.Mutex
+	steps []string
+}
+
+func newTimeline() *timeline { return &timeline{start: time.Now()} }
+
+// note records step now.
+func (tl *timeline) note(step string) {
+	ms := time.Since(tl.start).Milliseconds()
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.steps = append(tl.steps, fmt.Sprintf("%s@%d", step, ms))
+}
+
+// String lists the steps in the order they ended.
+func (tl *timeline) String() string {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return strings.Join(tl.steps, " ")
 }

@@ -44,6 +44,13 @@ func (s *Server) fsCall(r *http.Request, bulk, idempotent bool, fn func(fsys *fi
 // fsCallWith is fsCall whose fn also gets the target and the SFTP client under fsys, for
 // striped transfers that lease further channels to the same system.
 func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error) error {
+	return s.fsCallPre(r, bulk, idempotent, nil, fn)
+}
+
+// fsCallPre is fsCallWith that first, once the caller is authorized for the target and before
+// the channel fn gets is asked for, calls pre (if set) with the target; what pre returns runs
+// once fn has returned. An upload starts there what it will want beside its first channel.
+func (s *Server) fsCallPre(r *http.Request, bulk, idempotent bool, pre func(t sshpool.Target) (done func()), fn func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error) error {
 	d, err := s.decide(r)
 	if err != nil {
 		return err
@@ -61,6 +68,9 @@ func (s *Server) fsCallWith(r *http.Request, bulk, idempotent bool, fn func(fsys
 	defer release()
 	temps, finish := s.temps.forRequest(d)
 	defer finish()
+	if pre != nil {
+		defer pre(t)()
+	}
 	attempts := 1
 	if idempotent {
 		attempts = 2
@@ -419,17 +429,27 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	}
 	body, done := s.idleBody(w, r)
 	defer done()
-	return body.err(s.fsCallWith(r, true, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
-		// A large body on a long path is written over several channels at once; otherwise in
-		// chunks over this one, where the budget has room.
-		if st := s.stripes(r.Context(), t, c, r.ContentLength); st != nil {
-			defer st.release()
-			opts.Stripes, opts.Buffers = st.chans, st.bufs
-		} else {
-			var release func()
-			opts.Buffers, release = s.uploadChunks(r.Context(), r.ContentLength)
-			defer release()
+	tl := newTimeline()
+	var early *earlyStripes
+	pre := func(t sshpool.Target) func() {
+		// A large body to a system the pool has no connection to yet: one stripe connection
+		// is dialed beside the first channel's, not after it (see earlyStripes).
+		if r.ContentLength >= s.cfg.StripeMinBytes && s.cfg.StripeMaxChannels >= 2 && !s.deps.Pool.Connected(t.Key) {
+			early = s.startEarlyStripes(r.Context(), t, earlyStripeDials)
+			return early.stop
 		}
+		return func() {}
+	}
+	defer func() { s.log.Debug("upload timeline", "steps", tl.String()) }()
+	return body.err(s.fsCallPre(r, true, false, pre, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
+		tl.note("channel")
+		// A large body on a long path is written over several channels at once; otherwise in
+		// chunks over this one, where the budget has room. The round-trip probe that decides
+		// (and the stripe channels' opening it starts) runs beside the upload's first requests:
+		// Upload asks for the plan once its temporary file exists.
+		plan, release := s.planUpload(r.Context(), t, c, r.ContentLength, early, tl)
+		defer release()
+		opts.Plan, opts.Trace = plan, tl.note
 		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
 		if err != nil {
 			return uploadErr(err)
@@ -437,6 +457,43 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusCreated, res)
 		return nil
 	}))
+}
+
+// planUpload starts deciding, in the background, how an upload of size bytes to t (whose first
+// channel is c) moves its body: striped over several channels (see stripes) or in chunks over c
+// alone (see uploadChunks). plan waits for the decision and returns the stripe channels (nil
+// when not striped) and buffers; release, which the caller defers, waits for the decision too
+// (whether or not plan was called) and releases everything it holds.
+//
+// early, if not nil, holds stripe connections asked for before c (see earlyStripes): used as
+// stripes, or given back as soon as the upload turns out not to stripe. tl records when the
+// decision was taken ("planned").
+func (s *Server) planUpload(ctx context.Context, t sshpool.Target, c *sftp.Client, size int64, early *earlyStripes, tl *timeline) (plan func() (<-chan *sftp.Client, [][]byte), release func()) {
+	var (
+		chans   <-chan *sftp.Client
+		bufs    [][]byte
+		free    = func() {}
+		decided = make(chan struct{})
+	)
+	go func() { // owned by the request: release waits for it
+		defer close(decided)
+		defer tl.note("probed")
+		if st := s.stripesWith(ctx, t, c, size, early); st != nil {
+			chans, bufs, free = st.chans, st.bufs, st.release
+			return
+		}
+		if early != nil {
+			early.stop()
+		}
+		bufs, free = s.uploadChunks(ctx, size)
+	}()
+	return func() (<-chan *sftp.Client, [][]byte) {
+			<-decided
+			return chans, bufs
+		}, func() {
+			<-decided
+			free()
+		}
 }
 
 // uploadErr reports a body that could not be read (client went away, body too large) as such.

@@ -223,6 +223,7 @@ type Pool interface {
 	SFTP(ctx context.Context, t sshpool.Target) (*sshpool.SharedSFTP, error)
 	DedicatedSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error)
 	StripeSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error)
+	Connected(k sshpool.Key) bool
 	Check(ctx context.Context, t sshpool.Target) error
 	Forget(system string)
 }

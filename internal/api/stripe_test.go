@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,8 +14,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sshapi/sshapi/internal/sshpool"
 )
 
 // stripeConfig stripes every transfer of 1 MiB or more over 4 channels even on loopback (an
@@ -317,4 +322,66 @@ func TestChunkedOneChannel(t *testing.T) {
 		return len(ents) == 3
 	})
 	assertOnly(t, dir, "big.bin", "up.bin", "up2.bin")
+}
+
+// earlyPool is the pool with a gate: the first dedicated SFTP channel (an upload's first
+// channel) is not asked for until a stripe channel has been, or until giveUp has passed, which
+// fails the test. It tells "dialed beside the first channel" from "after it" without timing.
+type earlyPool struct {
+	Pool
+	t       *testing.T
+	giveUp  time.Duration
+	once    sync.Once
+	striped chan struct{} // closed at the first StripeSFTP
+	held    atomic.Bool   // the first DedicatedSFTP went through the gate
+}
+
+// DedicatedSFTP implements Pool.
+func (p *earlyPool) DedicatedSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error) {
+	if p.held.CompareAndSwap(false, true) {
+		select {
+		case <-p.striped:
+		case <-time.After(p.giveUp):
+			p.t.Errorf("the upload's first channel was asked for before any stripe channel (waited %v)", p.giveUp)
+		}
+	}
+	return p.Pool.DedicatedSFTP(ctx, t)
+}
+
+// StripeSFTP implements Pool.
+func (p *earlyPool) StripeSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error) {
+	p.once.Do(func() { close(p.striped) })
+	return p.Pool.StripeSFTP(ctx, t)
+}
+
+// TestStripedUploadColdPool: a large upload to a system the pool has no connection to asks for
+// a stripe connection beside its first channel (both dials under way at once) rather than after
+// the first is up and the RTT probed; the upload is whole and striped, and its timeline logged.
+func TestStripedUploadColdPool(t *testing.T) {
+	var gate *earlyPool
+	e := newEnvConfig(t, stripeConfig(), func(_ string, d *Deps, _ **Server) {
+		gate = &earlyPool{Pool: d.Pool, t: t, giveUp: 5 * time.Second, striped: make(chan struct{})}
+		d.Pool = gate
+	})
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	payload := make([]byte, 3<<20+999)
+	_, _ = rand.Read(payload)
+	r := e.do("alice", "PUT", "/v1/systems/hpc/content"+dir+"/up.bin", string(payload))
+	if r.status != 201 {
+		t.Fatalf("upload: %d %s", r.status, r.body)
+	}
+	if !gate.held.Load() {
+		t.Fatal("the upload asked for no dedicated channel")
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "up.bin"))
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("uploaded file: %d bytes, equal %v, %v", len(got), bytes.Equal(got, payload), err)
+	}
+	for _, want := range []string{"channels=4", "upload timeline", "renamed@"} {
+		if !strings.Contains(e.log.String(), want) {
+			t.Fatalf("the log lacks %q:\n%s", want, e.log.String())
+		}
+	}
+	assertOnly(t, dir, "up.bin")
 }

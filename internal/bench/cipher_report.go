@@ -51,19 +51,21 @@ func (r *TransferReport) WriteCipherMarkdown(w io.Writer) error {
 		b.WriteString("| cipher | direction | sshapi MB/s | sftp MB/s | sshapi ÷ sftp (MB/s) | sshapi CPU s/GiB (bench process) | OpenSSH client CPU s/GiB (sftp + ssh) | sshapi ÷ OpenSSH client (CPU/GiB) | bench process CPU s/GiB during sftp | sshd CPU s/GiB under sshapi | sshd CPU s/GiB under sftp |\n")
 		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range ciphers {
-			for _, dir := range []struct{ scenario, what string }{{TransferUpload, "upload"}, {TransferDownload, "download"}} {
+			// The upload from a warm pool (TransferBench.Warm), where measured, is a row of its
+			// own beside the same sftp put.
+			for _, dir := range []struct{ scenario, pool, what string }{{TransferUpload, "", "upload"}, {TransferUpload, PoolWarm, "upload" + poolLabel(PoolWarm)}, {TransferDownload, "", "download"}} {
 				var api, peer *TransferRun
 				for i, s := range r.Runs {
 					if s.Path != path || s.Cipher != c || s.Scenario != dir.scenario {
 						continue
 					}
-					if s.Target == BaselineTarget {
+					if s.Target == BaselineTarget && (s.Pool == dir.pool || s.Pool == PoolCold && dir.pool == "") {
 						api = &r.Runs[i]
 					} else if s.Target == PeerSFTP {
 						peer = &r.Runs[i]
 					}
 				}
-				if api == nil && peer == nil {
+				if api == nil && (peer == nil || dir.pool != "") {
 					continue
 				}
 				mbps := func(s *TransferRun) string {

@@ -80,6 +80,25 @@ func TestChannelTables(t *testing.T) {
 	}
 }
 
+// TestWarmUploadRow: the emulated path's table shows the upload from a cold and from a warm
+// pool as rows of their own, each compared with sftp put.
+func TestWarmUploadRow(t *testing.T) {
+	const path = "1 Gbit/s × 50ms RTT (wanem)"
+	run := func(target, pool string, mbps float64) TransferRun {
+		return TransferRun{Path: path, Scenario: TransferUpload, Target: target, Streams: 1, StreamsUsed: 1, Bytes: 1e8, Seconds: 1e2 / mbps, MBps: mbps, Pool: pool}
+	}
+	rep := &TransferReport{Runs: []TransferRun{run(BaselineTarget, PoolCold, 70), run(BaselineTarget, PoolWarm, 90), run(PeerSFTP, "", 50)}}
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	containsAll(t, md.String(),
+		"| upload (cold pool) | sshapi | 1 | 70.0 | 1.43 |",
+		"| upload (warm pool) | sshapi | 1 | 90.0 | 1.11 |",
+		"| 1.80× |",
+		"| upload | openssh-sftp | 1 | 50.0 |")
+}
+
 func TestListingTable(t *testing.T) {
 	rep := &ListingReport{Runs: []ListingRun{
 		{Target: BaselineTarget, Entries: 10000, Concurrency: 1, Listings: 40, PerSecond: 10, P50: 90, P90: 120, P99: 150, CPUMs: 40, SSHDCPUMs: 30},

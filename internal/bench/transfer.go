@@ -68,9 +68,20 @@ type TransferRun struct {
 	// OpenSSH clients); the rest is the bench process's own (sshapi, the HTTP client, and on an
 	// emulated path the in-process wanem proxies).
 	ChildCPUSeconds float64 `json:"child_cpu_s,omitempty"`
+	// Pool, for sshapi's uploads when a warm one was measured too (TransferBench.Warm), is the
+	// state of sshapi's connection pool for the system when the upload started: "cold" (no
+	// connection yet: the upload waits for a dial) or "warm" (one connection, opened by a
+	// listing just before, as a web browser lists a directory before uploading into it).
+	Pool string `json:"pool,omitempty"`
 	// Error is why the run failed ("" if it did not).
 	Error string `json:"error,omitempty"`
 }
+
+// Pool states of TransferRun.Pool.
+const (
+	PoolCold = "cold"
+	PoolWarm = "warm"
+)
 
 // TransferReport is everything one transfer bench measured.
 type TransferReport struct {
@@ -113,6 +124,10 @@ type TransferBench struct {
 	Remove func(path string) error
 	// LinkMBps is the path's emulated rate in 10^6 bytes/s (0: not limited), for the report.
 	LinkMBps float64
+	// Warm, when set, returns a further system on the same path (a link of its own), registered
+	// and not used yet: after the upload to Src (recorded as Pool "cold"), RunUpDown lists
+	// RemoteDir on it, unmeasured, and measures the same upload to it (Pool "warm").
+	Warm func(ctx context.Context) (TransferEndpoint, error)
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
 	// Report receives the runs.
@@ -129,6 +144,11 @@ func (b *TransferBench) remote(name string) string {
 
 // measure times fn, with CPU of this process tree and of sshd, and records the run.
 func (b *TransferBench) measure(scenario, target string, streams int, bytes int64, fn func() (int, error)) TransferRun {
+	return b.measurePool(scenario, "", target, streams, bytes, fn)
+}
+
+// measurePool is measure for a run whose pool state (TransferRun.Pool) is pool.
+func (b *TransferBench) measurePool(scenario, pool, target string, streams int, bytes int64, fn func() (int, error)) TransferRun {
 	stopProfile := b.startProfile(scenario, target, streams)
 	defer stopProfile()
 	own0, child0 := splitCPU()
@@ -141,7 +161,7 @@ func (b *TransferBench) measure(scenario, target string, streams int, bytes int6
 	el := time.Since(start).Seconds()
 	own1, child1 := splitCPU()
 	r := TransferRun{Path: b.Path, Scenario: scenario, Cipher: b.Cipher, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
-		Seconds: el, CPUSeconds: own1 + child1 - own0 - child0, ChildCPUSeconds: child1 - child0, LinkMBps: b.LinkMBps}
+		Seconds: el, CPUSeconds: own1 + child1 - own0 - child0, ChildCPUSeconds: child1 - child0, LinkMBps: b.LinkMBps, Pool: pool}
 	if meter != nil {
 		r.SSHDCPUSeconds = meter.Stop()
 	}
@@ -151,8 +171,8 @@ func (b *TransferBench) measure(scenario, target string, streams int, bytes int6
 		r.MBps = float64(bytes) / 1e6 / el
 	}
 	if b.Progress != nil {
-		fmt.Fprintf(b.Progress, "transfer %s %s%s %s streams=%d: %.1f MB/s in %.2fs, cpu %.2fs, sshd cpu %.2fs %s\n",
-			b.Path, scenario, cipherLabel(b.Cipher), target, streams, r.MBps, el, r.CPUSeconds, r.SSHDCPUSeconds, r.Error)
+		fmt.Fprintf(b.Progress, "transfer %s %s%s%s %s streams=%d: %.1f MB/s in %.2fs, cpu %.2fs, sshd cpu %.2fs %s\n",
+			b.Path, scenario, poolLabel(pool), cipherLabel(b.Cipher), target, streams, r.MBps, el, r.CPUSeconds, r.SSHDCPUSeconds, r.Error)
 	}
 	b.Report.Runs = append(b.Report.Runs, r)
 	return r
@@ -267,7 +287,15 @@ func (b *TransferBench) upDown(ctx context.Context, up, down string, streams int
 	}
 	src := b.remote("bench-src.bin")
 	if sshapi {
-		b.measure(up, BaselineTarget, streams, b.Size, func() (int, error) { err := b.upload(ctx, src); return used(), err })
+		warm := up == TransferUpload && b.Warm != nil
+		pool := ""
+		if warm {
+			pool = PoolCold
+		}
+		b.measurePool(up, pool, BaselineTarget, streams, b.Size, func() (int, error) { err := b.upload(ctx, b.Src.System, src); return used(), err })
+		if warm {
+			b.measureWarm(ctx, streams, used)
+		}
 	}
 	if peers {
 		b.measure(up, PeerSFTP, 1, b.Size, func() (int, error) {
@@ -283,6 +311,14 @@ func (b *TransferBench) upDown(ctx context.Context, up, down string, streams int
 		})
 	}
 	return ctx.Err()
+}
+
+// poolLabel names a pool state in the progress lines and tables ("" for none).
+func poolLabel(pool string) string {
+	if pool == "" {
+		return ""
+	}
+	return " (" + pool + " pool)"
 }
 
 func cipherLabel(c string) string {
@@ -312,13 +348,35 @@ func (b *TransferBench) do(ctx context.Context, method, path string, body io.Rea
 	return resp, nil
 }
 
-func (b *TransferBench) upload(ctx context.Context, remote string) error {
+// measureWarm measures the upload again, to a system (b.Warm) whose pool holds the one
+// connection a listing opened just before; a failure to get there is recorded as the run's error.
+func (b *TransferBench) measureWarm(ctx context.Context, streams int, used func() int) {
+	ep, err := b.Warm(ctx)
+	if err == nil {
+		var l struct{}
+		err = b.API.Call(ctx, http.MethodGet, listPath(ep.System, b.RemoteDir, 10), nil, http.StatusOK, &l)
+	}
+	used() // the listing is not the upload
+	remote := b.remote("bench-warm.bin")
+	b.measurePool(TransferUpload, PoolWarm, BaselineTarget, streams, b.Size, func() (int, error) {
+		if err != nil {
+			return 0, fmt.Errorf("warm the pool: %w", err)
+		}
+		err := b.upload(ctx, ep.System, remote)
+		return used(), err
+	})
+	if b.Remove != nil {
+		_ = b.Remove(remote)
+	}
+}
+
+func (b *TransferBench) upload(ctx context.Context, system, remote string) error {
 	f, err := os.Open(b.Local)
 	if err != nil {
 		return fmt.Errorf("upload: %w", err)
 	}
 	defer f.Close()
-	resp, err := b.do(ctx, "PUT", contentPath(b.Src.System, remote)+"?overwrite=true", f, b.Size)
+	resp, err := b.do(ctx, "PUT", contentPath(system, remote)+"?overwrite=true", f, b.Size)
 	if err != nil {
 		return err
 	}

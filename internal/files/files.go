@@ -169,6 +169,12 @@ func (f *FS) resolve(ctx context.Context, op, p string, followFinal bool) (strin
 	if strings.ContainsRune(p, 0) {
 		return "", newErr(op, p, ErrInvalid, errors.New("path contains a NUL byte"))
 	}
+	if f.opts.RootDir == "" && f.opts.Within == "" && strings.HasPrefix(p, "/") {
+		// Nothing confines, and an absolute path needs no home directory: no round trip (the
+		// first request of a fresh connection, an upload's say, would otherwise ask for the home
+		// directory first).
+		return path.Clean(p), nil
+	}
 	rt, err := f.confinement(ctx)
 	if err != nil {
 		return "", err

@@ -596,7 +596,13 @@ func (f *FS) writeStriped(ctx context.Context, file *sftp.File, tmp string, r io
 	w.add(file)
 	stop := func() []*sftp.File { return nil }
 	if opts.Stripes != nil {
-		stop = JoinOn(opts.Stripes, tmp, os.O_WRONLY, func(x *sftp.File) bool { return w.add(x) })
+		stop = JoinOn(opts.Stripes, tmp, os.O_WRONLY, func(x *sftp.File) bool {
+			if !w.add(x) {
+				return false
+			}
+			opts.trace("joined")
+			return true
+		})
 	}
 	n, err = w.copy(ctx, ctxReader{ctx, r}, h)
 	closed = closeAll(stop())

@@ -54,6 +54,24 @@ type UploadOptions struct {
 	// time straight into them while the last chunk is written): they bound its memory. Without
 	// them the body goes through pkg/sftp's own 32 KiB reads.
 	Buffers [][]byte
+	// Plan, if set, is called once, when the temporary file exists and is owner-only and
+	// before any data is written; what it returns replaces Stripes and Buffers. The caller's
+	// own preparation of them (a round-trip probe that decides whether to stripe, and the
+	// stripe channels' opening) thus runs beside the upload's first requests instead of
+	// before them.
+	Plan func() (stripes <-chan *sftp.Client, bufs [][]byte)
+	// Trace, if set, is told of each step of the upload as it ends, for timing it: "created"
+	// (the temporary file exists, owner-only), "planned" (Plan returned), "joined" (a stripe
+	// channel's handle started writing), "written" (the body is read and every write
+	// acknowledged), "closed" (mode set, every handle closed) and "renamed". It must not block.
+	Trace func(step string)
+}
+
+// trace tells opts.Trace of step, if set.
+func (o UploadOptions) trace(step string) {
+	if o.Trace != nil {
+		o.Trace(step)
+	}
 }
 
 // UploadResult reports a completed upload.
@@ -99,30 +117,45 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 			return nil, err
 		}
 	}
-	if fi, ok, err := f.exists(abs); err != nil {
-		return nil, f.dirAwareErr(op, abs, err)
-	} else if ok && fi.IsDir() {
-		return nil, newErr(op, abs, ErrIsDir, nil)
-	} else if ok && !opts.Overwrite {
-		return nil, newErr(op, abs, fs.ErrExist, nil)
-	} else if mode == 0 && ok && fi.Mode().IsRegular() {
-		mode = fi.Mode().Perm() // an overwrite keeps the file's permissions unless told otherwise
+	// The destination's lstat and the temporary file's exclusive create (open, then fchmod) go
+	// out together: the lstat's answer is in by the time the temporary file is owner-only, so
+	// it costs no round trip of its own. A refusal it brings (a directory, an existing file
+	// without Overwrite) removes the still empty temporary file.
+	type lstat struct {
+		fi  os.FileInfo
+		ok  bool
+		err error
 	}
-	if mode == 0 {
-		mode = DefaultFileMode
-	}
-	if err := checkCtx(ctx, op, abs); err != nil {
-		return nil, err
-	}
-
+	dst := make(chan lstat, 1)
+	go func() { // owned by Upload: it receives from dst before returning, on every path below
+		fi, ok, err := f.exists(abs)
+		dst <- lstat{fi, ok, err}
+	}()
 	tmp := path.Join(dir, tempName(name))
 	gone, err := f.createTracked(ctx, op, abs, tmp)
 	if err != nil {
+		<-dst
 		return nil, err
 	}
 	file, err := f.createTemp(op, abs, tmp)
+	d := <-dst
+	// The destination's verdict comes first, as when the lstat went before the create.
+	refused := func() error {
+		switch {
+		case d.err != nil:
+			return f.dirAwareErr(op, abs, d.err)
+		case d.ok && d.fi.IsDir():
+			return newErr(op, abs, ErrIsDir, nil)
+		case d.ok && !opts.Overwrite:
+			return newErr(op, abs, fs.ErrExist, nil)
+		}
+		return nil
+	}
 	if err != nil {
 		f.createFailed(err, gone)
+		if rerr := refused(); rerr != nil {
+			return nil, rerr
+		}
 		return nil, err
 	}
 	keep := false
@@ -132,6 +165,23 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 			f.removeTemp(tmp, gone) // best effort: the error being returned is the one that matters
 		}
 	}()
+	if err := refused(); err != nil {
+		return nil, err
+	}
+	if mode == 0 && d.ok && d.fi.Mode().IsRegular() {
+		mode = d.fi.Mode().Perm() // an overwrite keeps the file's permissions unless told otherwise
+	}
+	if mode == 0 {
+		mode = DefaultFileMode
+	}
+	if err := checkCtx(ctx, op, abs); err != nil {
+		return nil, err
+	}
+	opts.trace("created")
+	if opts.Plan != nil {
+		opts.Stripes, opts.Buffers = opts.Plan()
+		opts.trace("planned")
+	}
 	h := sha256.New()
 	var n int64
 	stripesClosed := func() error { return nil }
@@ -154,6 +204,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 		}
 		return nil, f.writeErr(op, abs, err)
 	}
+	opts.trace("written")
 	// The data is complete: the file gets its final mode before it appears under its name.
 	if err := file.Chmod(mode); err != nil {
 		return nil, f.writeErr(op, abs, err)
@@ -164,6 +215,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	if err := stripesClosed(); err != nil {
 		return nil, f.writeErr(op, abs, err) // a write the server failed late
 	}
+	opts.trace("closed")
 	sum := hex.EncodeToString(h.Sum(nil))
 	if want != "" && want != sum {
 		return nil, newErr(op, abs, ErrChecksumMismatch, fmt.Errorf("expected sha256 %s, got %s", want, sum))
@@ -176,6 +228,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	}
 	keep = true
 	gone()
+	opts.trace("renamed")
 	return &UploadResult{Path: abs, Size: n, SHA256: sum}, nil
 }
 

@@ -470,6 +470,16 @@ func (p *Pool) Forget(system string) {
 	}
 }
 
+// Connected reports whether the pool holds, or is dialing, a connection for k: whether a first
+// channel to k waits for no dial of its own. Callers use it to start the further connections a
+// large transfer will want alongside a first dial rather than after it.
+func (p *Pool) Connected(k Key) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kp := p.keys[k]
+	return kp != nil && (len(kp.conns) > 0 || kp.dialing > 0)
+}
+
 func (p *Pool) keyPoolLocked(t Target) *keyPool {
 	kp := p.keys[t.Key]
 	if kp == nil {

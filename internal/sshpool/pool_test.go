@@ -421,3 +421,27 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestConnected: a key the pool never dialed is not connected; once a channel was had it is
+// (the connection stays pooled after the channel ends); a key whose dials fail is not.
+func TestConnected(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	p, _ := newPool(t, Config{})
+	tg := target(t, srv, "sys", srv.Signer)
+	if p.Connected(tg.Key) {
+		t.Fatal("connected before any dial")
+	}
+	if _, err := run(t.Context(), p, tg, "true"); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Connected(tg.Key) {
+		t.Fatal("not connected after a command ran")
+	}
+	bad := target(t, srv, "bad", newSigner(t))
+	if _, err := run(t.Context(), p, bad, "true"); !errors.Is(err, ErrAuth) {
+		t.Fatalf("err = %v, want ErrAuth", err)
+	}
+	if p.Connected(bad.Key) {
+		t.Fatal("connected after the only dial failed")
+	}
+}

@@ -140,10 +140,10 @@ func RunTransfer(ctx context.Context, o TransferOptions) (*bench.TransferReport,
 		tb.Path, tb.LinkMBps = path.Name(), float64(path.Rate)/1e6
 		switch {
 		case len(o.Ciphers) > 0:
-			err = runCiphers(ctx, o, func(c string) (bench.TransferEndpoint, error) {
-				id := fmt.Sprintf("xfer%d-%s", i, strings.NewReplacer("@", "_", "+", "_").Replace(c))
+			err = runCiphers(ctx, o, func(c, suffix string) (bench.TransferEndpoint, error) {
+				id := fmt.Sprintf("xfer%d-%s%s", i, strings.NewReplacer("@", "_", "+", "_").Replace(c), suffix)
 				return ends.system(ctx, api, id, map[string]any{"ciphers": []string{c}})
-			}, &tb)
+			}, ends.emulated(), &tb)
 		case len(o.Channels) > 0:
 			err = runChannels(ctx, l, base, o.Channels, fmt.Sprintf("xfer%d", i), ends, &tb)
 		default:
@@ -204,6 +204,11 @@ func runStreams(ctx context.Context, o TransferOptions, prefix string, api *benc
 		return err
 	}
 	tb.Src, tb.Dst = src, dst
+	if ends.emulated() {
+		tb.Warm = func(ctx context.Context) (bench.TransferEndpoint, error) {
+			return ends.system(ctx, api, prefix+"-warm", nil)
+		}
+	}
 	return tb.Run(ctx, o.Streams, o.Connections)
 }
 
@@ -260,6 +265,10 @@ func (p *pathEnds) system(ctx context.Context, api *bench.API, id string, fields
 	return bench.TransferEndpoint{System: id, SSH: ep}, nil
 }
 
+// emulated reports whether the path is a wanem proxy's (not loopback): the uploads there are
+// measured from a warm pool too (bench.TransferBench.Warm).
+func (p *pathEnds) emulated() bool { return p.path.RTT != 0 || p.path.Rate != 0 }
+
 func (p *pathEnds) close() {
 	for _, s := range p.stops {
 		s()
@@ -268,16 +277,20 @@ func (p *pathEnds) close() {
 }
 
 // runCiphers measures upload and download once per cipher in o.Ciphers on one path: endpoint
-// registers a system limited to the cipher, and tmpl (its API, path, file and report) is copied
-// for each.
-func runCiphers(ctx context.Context, o TransferOptions, endpoint func(cipher string) (bench.TransferEndpoint, error), tmpl *bench.TransferBench) error {
+// registers a system limited to the cipher (its id ending in suffix), and tmpl (its API, path,
+// file and report) is copied for each. With warm the upload is measured from a warm pool too,
+// on a second such system.
+func runCiphers(ctx context.Context, o TransferOptions, endpoint func(cipher, suffix string) (bench.TransferEndpoint, error), warm bool, tmpl *bench.TransferBench) error {
 	for _, c := range o.Ciphers {
-		ep, err := endpoint(c)
+		ep, err := endpoint(c, "")
 		if err != nil {
 			return err
 		}
 		tb := *tmpl
 		tb.Src, tb.Cipher = ep, c
+		if warm {
+			tb.Warm = func(context.Context) (bench.TransferEndpoint, error) { return endpoint(c, "-warm") }
+		}
 		if err := tb.RunUpDown(ctx); err != nil {
 			return err
 		}

@@ -26,8 +26,8 @@ func TestRunTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// per path: upload×2, download×2, three stream counts, scp -3, 2 scaling runs, S3 both ways
-	// and bucket to bucket × 2
-	if got, want := len(rep.Runs), 2*(2+2+3+1+2+6); got != want {
+	// and bucket to bucket × 2; on the wanem path also the upload from a warm pool
+	if got, want := len(rep.Runs), 2*(2+2+3+1+2+6)+1; got != want {
 		t.Fatalf("%d runs, want %d: %+v", got, want, rep.Runs)
 	}
 	for _, r := range rep.Runs {
@@ -103,7 +103,9 @@ func TestRunCiphers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(rep.Runs), 2*len(PaperCiphers)*4; got != want {
+	// Per path and cipher: upload and download, sshapi and sftp; on the wanem path also the
+	// upload from a warm pool.
+	if got, want := len(rep.Runs), 2*len(PaperCiphers)*4+len(PaperCiphers); got != want {
 		t.Fatalf("%d runs, want %d: %+v", got, want, rep.Runs)
 	}
 	for _, r := range rep.Runs {
@@ -127,6 +129,9 @@ func TestRunCiphers(t *testing.T) {
 			if n := strings.Count(md, row); n != 2 {
 				t.Errorf("%d rows %q, want one per path", n, row)
 			}
+		}
+		if row := "| `" + c + "` | upload (warm pool) |"; strings.Count(md, row) != 1 {
+			t.Errorf("%d rows %q, want one (the wanem path's)", strings.Count(md, row), row)
 		}
 	}
 	for _, l := range strings.Split(md, "\n") {
