@@ -152,18 +152,20 @@ func TestStripeWriterJoin(t *testing.T) {
 	}
 }
 
-// stallAt is a handle to data whose reads block until release is closed (never, if release is
-// nil); stalled is closed when its first read starts.
+// stallAt is a handle to data whose first read at offset stallOff blocks until release is
+// closed; every other read, a second read of that chunk included, answers at once. Which of the
+// handles sharing it takes the chunk first does not matter: that read is the stalled one.
 type stallAt struct {
-	data    []byte
-	release <-chan struct{}
-	stalled chan struct{}
-	once    sync.Once
+	data     []byte
+	stallOff int64
+	release  <-chan struct{}
+	stalled  chan struct{}
+	first    atomic.Bool
 }
 
 func (s *stallAt) ReadAt(p []byte, off int64) (int, error) {
-	if s.release != nil {
-		s.once.Do(func() { close(s.stalled) })
+	if off == s.stallOff && s.first.CompareAndSwap(false, true) {
+		close(s.stalled)
 		<-s.release
 	}
 	if off >= int64(len(s.data)) {
@@ -194,9 +196,10 @@ func TestStripedReaderHedgesStalledHead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			release := make(chan struct{})
+			// Two handles, one reader each; the head chunk's first read stalls, on whichever
+			// handle takes it (under load one reader may take every chunk before the other runs).
 			slow := &stallAt{data: data, release: release, stalled: make(chan struct{})}
-			fast := &stallAt{data: data}
-			sr := NewStripedReader([]io.ReaderAt{slow, fast}, int64(len(data)), buffers(tc.bufs, chunk), 1)
+			sr := NewStripedReader([]io.ReaderAt{slow, slow}, int64(len(data)), buffers(tc.bufs, chunk), 1)
 			type result struct {
 				b   []byte
 				err error
