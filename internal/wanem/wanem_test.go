@@ -225,6 +225,11 @@ func sendAll(c *net.TCPConn, n int) error {
 	return nil
 }
 
+// minRatio is the lower bound of a throughput test, against the cap or the model: low enough
+// for a machine loaded many times over, high enough that a stall (a copy that waits for a
+// timeout or a lost wake-up) fails.
+const minRatio = 0.1
+
 func TestRateCap(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -261,9 +266,10 @@ func TestRateCap(t *testing.T) {
 			ratio := got / float64(tt.rate)
 			t.Logf("%d bytes in %v: %.1f MiB/s, %.2f of the %d MiB/s cap", total, elapsed, got/mib, ratio, tt.rate/mib)
 			// Never above the cap (the contract); the loose lower bound only catches a stall, since
-			// a loaded machine (the race detector, parallel packages) slows the copy.
-			if ratio < 0.3 || ratio > 1.05 {
-				t.Errorf("throughput %.1f MiB/s is not within [0.3, 1.05] of the %d MiB/s cap", got/mib, tt.rate/mib)
+			// a loaded machine (the race detector, parallel packages, benchmarks beside the suite)
+			// slows the copy: 0.30 of the cap was seen at a load average of 14 on 2 cores.
+			if ratio < minRatio || ratio > 1.05 {
+				t.Errorf("throughput %.1f MiB/s is not within [%.2f, 1.05] of the %d MiB/s cap", got/mib, minRatio, tt.rate/mib)
 			}
 			if st := p.Stats(); st.ToUpstream != int64(total) {
 				t.Errorf("Stats().ToUpstream = %d, want %d", st.ToUpstream, total)
@@ -338,9 +344,10 @@ func TestWindowLimited(t *testing.T) {
 			ratio := got / want
 			t.Logf("%.1f MiB/s in %v; model %.1f MiB/s (ratio %.2f)", got/mib, elapsed, want/mib, ratio)
 			// Above the window/RTT model would mean the delay was not applied; the loose lower bound
-			// only catches a stall on a loaded machine.
-			if ratio < 0.3 || ratio > 1.05 {
-				t.Errorf("throughput %.1f MiB/s is not within [0.3, 1.05] of the expected %.1f MiB/s", got/mib, want/mib)
+			// only catches a stall on a loaded machine (0.18 of the model was seen at a load
+			// average of 14 on 2 cores).
+			if ratio < minRatio || ratio > 1.05 {
+				t.Errorf("throughput %.1f MiB/s is not within [%.2f, 1.05] of the expected %.1f MiB/s", got/mib, minRatio, want/mib)
 			}
 		})
 	}
