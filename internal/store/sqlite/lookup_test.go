@@ -123,7 +123,9 @@ func TestLookupsDoNotWatchTheirContext(t *testing.T) {
 }
 
 // TestAuditBatchWatchesItsContextOncePerBatch: appending a batch of audit entries watches its
-// context for the transaction (BEGIN waits for the write lock), not once more per entry.
+// context for the transaction (BEGIN waits for the write lock), not once more per entry. (The
+// count for the transaction varies by a call or two with when database/sql's goroutine that
+// watches the transaction's context first runs, so the test asks for less than one per entry.)
 func TestAuditBatchWatchesItsContextOncePerBatch(t *testing.T) {
 	db := open(t, filepath.Join(t.TempDir(), "sshapi.db"))
 	watched := func(n int) int32 {
@@ -137,11 +139,12 @@ func TestAuditBatchWatchesItsContextOncePerBatch(t *testing.T) {
 		}
 		return ctx.watched.Load()
 	}
-	if one, ten := watched(1), watched(10); one != ten {
-		t.Errorf("a batch of 1 entry watched its context %d times, one of 10 entries %d times", one, ten)
+	const many = 50
+	if one, more := watched(1), watched(many); more-one >= many-1 {
+		t.Errorf("a batch of 1 entry watched its context %d times, one of %d entries %d times", one, many, more)
 	}
 	es, err := db.QueryAudit(t.Context(), &store.AuditQueryParams{Limit: 100})
-	if err != nil || len(es) != 11 {
-		t.Fatalf("QueryAudit: %d entries, %v; want 11", len(es), err)
+	if err != nil || len(es) != many+1 {
+		t.Fatalf("QueryAudit: %d entries, %v; want %d", len(es), err, many+1)
 	}
 }
