@@ -424,14 +424,21 @@ func (d *DB) GetCredential(ctx context.Context, owner, systemID string) (*store.
 }
 
 // systemCredentialQuery reads a system and its credential (NULLs when it has none) in one
-// statement, so in one read snapshot.
-var systemCredentialQuery = `SELECT ` + prefixed("s.", systemColumns) + `, ` + prefixed("c.", credentialColumns) + `
+// statement, so in one read snapshot. It leaves out the key columns that lead systemColumns
+// (owner, id) and credentialColumns (owner, system_id): the WHERE clause fixes them to the
+// arguments (compared exactly: BINARY collation). The driver costs a few allocations per
+// column of a result (its name and declared type), so every column left out counts on a
+// lookup each access decision makes.
+var systemCredentialQuery = `SELECT ` + prefixed("s.", systemColumns, keyColumns) + `, ` + prefixed("c.", credentialColumns, keyColumns) + `
 	FROM systems s LEFT JOIN credentials c ON c.owner = s.owner AND c.system_id = s.id
 	WHERE s.owner = ? AND s.id = ?`
 
-// prefixed qualifies every column of a comma-separated list with p.
-func prefixed(p, columns string) string {
-	cols := strings.Split(columns, ",")
+// keyColumns is how many key columns lead systemColumns and credentialColumns.
+const keyColumns = 2
+
+// prefixed qualifies every column but the first skip of a comma-separated list with p.
+func prefixed(p, columns string, skip int) string {
+	cols := strings.Split(columns, ",")[skip:]
 	for i, c := range cols {
 		cols[i] = p + strings.TrimSpace(c)
 	}
@@ -441,13 +448,13 @@ func prefixed(p, columns string) string {
 // GetSystemCredential implements store.Store.
 func (d *DB) GetSystemCredential(ctx context.Context, owner, id string) (*store.System, *store.Credential, error) {
 	var (
-		sr                                 systemRow
-		cOwner, cSystem, user, keyType, fp sql.NullString
-		cert, keyID                        sql.NullString
-		wrapped, ciphertext                []byte
-		gen, created                       sql.NullInt64
+		sr                  systemRow
+		user, keyType, fp   sql.NullString
+		cert, keyID         sql.NullString
+		wrapped, ciphertext []byte
+		gen, created        sql.NullInt64
 	)
-	dest := append(sr.dest(), &cOwner, &cSystem, &user, &keyType, &fp, &cert, &keyID, &wrapped, &ciphertext, &gen, &created)
+	dest := append(sr.dest()[keyColumns:], &user, &keyType, &fp, &cert, &keyID, &wrapped, &ciphertext, &gen, &created)
 	ctx, err := lookupCtx(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
@@ -459,15 +466,16 @@ func (d *DB) GetSystemCredential(ctx context.Context, owner, id string) (*store.
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
 	}
+	sr.s.Owner, sr.s.ID = owner, id
 	sys, err := sr.system()
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
 	}
-	if !cOwner.Valid {
+	if !gen.Valid { // NOT NULL in a credentials row: no credential joined
 		return sys, nil, nil
 	}
 	return sys, &store.Credential{
-		Owner: cOwner.String, SystemID: cSystem.String, Username: user.String, KeyType: keyType.String,
+		Owner: owner, SystemID: id, Username: user.String, KeyType: keyType.String,
 		PublicKeyFingerprint: fp.String, Certificate: cert.String,
 		Sealed:     secret.Sealed{KeyID: keyID.String, WrappedKey: wrapped, Ciphertext: ciphertext},
 		Generation: gen.Int64, CreatedAt: fromMicros(created.Int64),
