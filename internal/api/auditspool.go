@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"net/http"
 	"sync/atomic"
@@ -40,7 +39,7 @@ func (s *Server) UseAuditSpool(sp *auditspool.Spool) { s.auditTo.spool.Store(sp)
 // start), or both (the replay is skipped by the entry id's unique index).
 func (s *Server) recordAudit(ctx context.Context, e store.AuditEntry) error {
 	if e.ID == "" {
-		e.ID = rand.Text()
+		e.ID = store.NewAuditID()
 	}
 	if e.Time.IsZero() {
 		e.Time = time.Now()

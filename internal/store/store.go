@@ -142,7 +142,7 @@ type AuditEntry struct {
 	RequestID, LinkID string
 	// ID, when set, makes appending idempotent: an entry whose ID is stored already is not
 	// stored again (an entry replayed from an audit spool, or retried after a commit whose
-	// answer was lost). Empty means no such check.
+	// answer was lost). Empty means no such check. NewAuditID makes one.
 	ID string
 }
 

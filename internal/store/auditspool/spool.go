@@ -32,7 +32,6 @@ package auditspool
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -189,7 +188,7 @@ func (s *Spool) Append(ctx context.Context, es ...store.AuditEntry) error {
 	}
 	for i := range es {
 		if es[i].ID == "" {
-			es[i].ID = rand.Text()
+			es[i].ID = store.NewAuditID()
 		}
 		if es[i].Time.IsZero() {
 			es[i].Time = time.Now()

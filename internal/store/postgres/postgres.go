@@ -311,7 +311,9 @@ func prefixed(p, columns string) string {
 	return strings.Join(cols, ", ")
 }
 
-// GetSystemCredential implements store.Store.
+// GetSystemCredential implements store.Store. Unlike the SQLite store's lookups (lookupCtx
+// there), it keeps ctx's cancellation: the query crosses a network, and a request that ends
+// must be able to abandon one that does not come back.
 func (d *DB) GetSystemCredential(ctx context.Context, owner, id string) (*store.System, *store.Credential, error) {
 	var (
 		s                                        store.System

@@ -93,6 +93,10 @@ func (d *DB) ListGrants(ctx context.Context, p *store.GrantListParams) ([]store.
 	if !p.Now.IsZero() {
 		where, args = append(where, "(expires_at = 0 OR expires_at > ?)"), append(args, p.Now.UnixMicro())
 	}
+	ctx, err := lookupCtx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list grants: %w", err)
+	}
 	rows, err := d.db.QueryContext(ctx, `SELECT `+grantColumns+`
 		FROM grants WHERE `+strings.Join(where, " AND ")+` ORDER BY created_at, id`, args...)
 	if err != nil {
@@ -176,6 +180,10 @@ func (d *DB) CreateLink(ctx context.Context, p *store.LinkCreateParams) error {
 
 // GetLink implements store.AccessStore.
 func (d *DB) GetLink(ctx context.Context, p *store.LinkGetParams) (*store.Link, error) {
+	ctx, err := lookupCtx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get link: %w", err)
+	}
 	l, err := scanLink(d.db.QueryRowContext(ctx, `SELECT `+linkColumns+` FROM links WHERE id = ?`, p.ID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("link: %w", store.ErrNotFound)
@@ -321,8 +329,12 @@ func (d *DB) SetDisabled(ctx context.Context, p *store.DisabledParams) error {
 
 // IsDisabled implements store.AccessStore.
 func (d *DB) IsDisabled(ctx context.Context, p *store.DisabledParams) (bool, error) {
+	ctx, err := lookupCtx(ctx)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: is disabled: %w", err)
+	}
 	var n int
-	err := d.db.QueryRowContext(ctx, `SELECT count(*) FROM disabled WHERE owner = ? AND system_id IN ('', ?)`, p.Owner, p.SystemID).Scan(&n)
+	err = d.db.QueryRowContext(ctx, `SELECT count(*) FROM disabled WHERE owner = ? AND system_id IN ('', ?)`, p.Owner, p.SystemID).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("sqlite: is disabled: %w", err)
 	}
@@ -331,9 +343,13 @@ func (d *DB) IsDisabled(ctx context.Context, p *store.DisabledParams) (bool, err
 
 // AccessStamp implements store.AccessStore.
 func (d *DB) AccessStamp(ctx context.Context, p *store.AccessStampParams) (store.AccessStamp, error) {
+	ctx, err := lookupCtx(ctx)
+	if err != nil {
+		return store.AccessStamp{}, fmt.Errorf("sqlite: access stamp: %w", err)
+	}
 	var st store.AccessStamp
 	var grants, disabled int
-	err := d.db.QueryRowContext(ctx, `SELECT
+	err = d.db.QueryRowContext(ctx, `SELECT
 		COALESCE((SELECT updated_at FROM systems WHERE owner = ? AND id = ?), 0),
 		COALESCE((SELECT generation FROM credentials WHERE owner = ? AND system_id = ?), 0),
 		(SELECT count(*) FROM grants WHERE id = ? AND owner = ? AND system_id = ? AND (expires_at = 0 OR expires_at > ?)),
@@ -383,8 +399,12 @@ func (d *DB) PutUserGroups(ctx context.Context, p *store.UserGroupsParams) error
 
 // GetUserGroups implements store.AccessStore.
 func (d *DB) GetUserGroups(ctx context.Context, p *store.UserGroupsParams) ([]string, error) {
+	ctx, err := lookupCtx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get user groups: %w", err)
+	}
 	var g string
-	err := d.db.QueryRowContext(ctx, `SELECT groups FROM user_groups WHERE username = ?`, p.User).Scan(&g)
+	err = d.db.QueryRowContext(ctx, `SELECT groups FROM user_groups WHERE username = ?`, p.User).Scan(&g)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -399,12 +419,17 @@ func (d *DB) GetUserGroups(ctx context.Context, p *store.UserGroupsParams) ([]st
 }
 
 // AppendAuditBatch implements store.AccessStore.
+//
+// Only BEGIN (which waits for the write lock) and COMMIT watch ctx: the inserts run in the
+// transaction that holds the lock already, so they wait for nothing, and are given a context
+// that cannot be cancelled (see lookupCtx) to spare a watcher goroutine per entry.
 func (d *DB) AppendAuditBatch(ctx context.Context, p *store.AuditAppendParams) error {
 	return d.inTx(ctx, func(tx *sql.Tx) error {
 		st := tx.StmtContext(ctx, d.auditInsert)
 		defer st.Close()
+		ictx := context.WithoutCancel(ctx)
 		for _, e := range p.Entries {
-			if err := appendAudit(ctx, st, e); err != nil {
+			if err := appendAudit(ictx, st, e); err != nil {
 				return err
 			}
 		}

@@ -185,6 +185,28 @@ func (d *DB) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
+// lookupCtx returns the context for a short read on the request path (an indexed lookup of a
+// few rows: a system and its credential, grants, the disabled switches): ctx's values without
+// its cancellation, or ctx's error if it is done already.
+//
+// Why: given a context that can be cancelled (Done() != nil), database/sql starts a goroutine
+// per query to close its rows when the context ends, and modernc.org/sqlite starts another
+// (interruptOnDone, stmt.go) and installs a progress handler to interrupt the statement; for
+// a lookup that takes tens of microseconds that machinery costs about as much as the lookup,
+// and cancelling could save nothing. Such a read never waits for a lock (WAL readers do not
+// block on the writer), so it ends soon whatever ctx does. What it can still wait for is a
+// free pooled connection (at most maxOpenConns, each held by a statement or a transaction
+// that ends within BusyTimeout), and that wait no longer ends with ctx.
+//
+// Only this driver does this: the PostgreSQL store's lookups cross a network, where a
+// cancelled request must be able to abandon a query that does not come back.
+func lookupCtx(ctx context.Context) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return context.WithoutCancel(ctx), nil
+}
+
 // now returns the current time as the store keeps it: UTC, microseconds.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
@@ -225,6 +247,10 @@ func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
 
 // GetSystem implements store.Store.
 func (d *DB) GetSystem(ctx context.Context, owner, id string) (*store.System, error) {
+	ctx, err := lookupCtx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get system: %w", err)
+	}
 	row := d.db.QueryRowContext(ctx, `SELECT `+systemColumns+` FROM systems WHERE owner = ? AND id = ?`, owner, id)
 	s, err := scanSystem(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -375,11 +401,15 @@ func (d *DB) PutCredential(ctx context.Context, c *store.Credential) error {
 
 // GetCredential implements store.Store.
 func (d *DB) GetCredential(ctx context.Context, owner, systemID string) (*store.Credential, error) {
+	ctx, err := lookupCtx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get credential: %w", err)
+	}
 	var (
 		c       store.Credential
 		created int64
 	)
-	err := d.db.QueryRowContext(ctx, `SELECT `+credentialColumns+` FROM credentials
+	err = d.db.QueryRowContext(ctx, `SELECT `+credentialColumns+` FROM credentials
 		WHERE owner = ? AND system_id = ?`, owner, systemID).Scan(
 		&c.Owner, &c.SystemID, &c.Username, &c.KeyType, &c.PublicKeyFingerprint, &c.Certificate,
 		&c.Sealed.KeyID, &c.Sealed.WrappedKey, &c.Sealed.Ciphertext, &c.Generation, &created)
@@ -394,14 +424,21 @@ func (d *DB) GetCredential(ctx context.Context, owner, systemID string) (*store.
 }
 
 // systemCredentialQuery reads a system and its credential (NULLs when it has none) in one
-// statement, so in one read snapshot.
-var systemCredentialQuery = `SELECT ` + prefixed("s.", systemColumns) + `, ` + prefixed("c.", credentialColumns) + `
+// statement, so in one read snapshot. It leaves out the key columns that lead systemColumns
+// (owner, id) and credentialColumns (owner, system_id): the WHERE clause fixes them to the
+// arguments (compared exactly: BINARY collation). The driver costs a few allocations per
+// column of a result (its name and declared type), so every column left out counts on a
+// lookup each access decision makes.
+var systemCredentialQuery = `SELECT ` + prefixed("s.", systemColumns, keyColumns) + `, ` + prefixed("c.", credentialColumns, keyColumns) + `
 	FROM systems s LEFT JOIN credentials c ON c.owner = s.owner AND c.system_id = s.id
 	WHERE s.owner = ? AND s.id = ?`
 
-// prefixed qualifies every column of a comma-separated list with p.
-func prefixed(p, columns string) string {
-	cols := strings.Split(columns, ",")
+// keyColumns is how many key columns lead systemColumns and credentialColumns.
+const keyColumns = 2
+
+// prefixed qualifies every column but the first skip of a comma-separated list with p.
+func prefixed(p, columns string, skip int) string {
+	cols := strings.Split(columns, ",")[skip:]
 	for i, c := range cols {
 		cols[i] = p + strings.TrimSpace(c)
 	}
@@ -411,29 +448,34 @@ func prefixed(p, columns string) string {
 // GetSystemCredential implements store.Store.
 func (d *DB) GetSystemCredential(ctx context.Context, owner, id string) (*store.System, *store.Credential, error) {
 	var (
-		sr                                 systemRow
-		cOwner, cSystem, user, keyType, fp sql.NullString
-		cert, keyID                        sql.NullString
-		wrapped, ciphertext                []byte
-		gen, created                       sql.NullInt64
+		sr                  systemRow
+		user, keyType, fp   sql.NullString
+		cert, keyID         sql.NullString
+		wrapped, ciphertext []byte
+		gen, created        sql.NullInt64
 	)
-	dest := append(sr.dest(), &cOwner, &cSystem, &user, &keyType, &fp, &cert, &keyID, &wrapped, &ciphertext, &gen, &created)
-	err := d.systemCredential.QueryRowContext(ctx, owner, id).Scan(dest...)
+	dest := append(sr.dest()[keyColumns:], &user, &keyType, &fp, &cert, &keyID, &wrapped, &ciphertext, &gen, &created)
+	ctx, err := lookupCtx(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
+	}
+	err = d.systemCredential.QueryRowContext(ctx, owner, id).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, fmt.Errorf("system %q: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
 	}
+	sr.s.Owner, sr.s.ID = owner, id
 	sys, err := sr.system()
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
 	}
-	if !cOwner.Valid {
+	if !gen.Valid { // NOT NULL in a credentials row: no credential joined
 		return sys, nil, nil
 	}
 	return sys, &store.Credential{
-		Owner: cOwner.String, SystemID: cSystem.String, Username: user.String, KeyType: keyType.String,
+		Owner: owner, SystemID: id, Username: user.String, KeyType: keyType.String,
 		PublicKeyFingerprint: fp.String, Certificate: cert.String,
 		Sealed:     secret.Sealed{KeyID: keyID.String, WrappedKey: wrapped, Ciphertext: ciphertext},
 		Generation: gen.Int64, CreatedAt: fromMicros(created.Int64),

@@ -12,7 +12,7 @@ import (
 	"github.com/sshapi/sshapi/internal/store/storetest"
 )
 
-func open(t *testing.T, path string) *sqlite.DB {
+func open(t testing.TB, path string) *sqlite.DB {
 	t.Helper()
 	db, err := sqlite.Open(t.Context(), path)
 	if err != nil {
