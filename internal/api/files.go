@@ -432,13 +432,12 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	tl := newTimeline()
 	var early *earlyStripes
 	pre := func(t sshpool.Target) func() {
-		// A large body to a system the pool has no connection to yet: one stripe connection
-		// is dialed beside the first channel's, not after it (see earlyStripes).
-		if r.ContentLength >= s.cfg.StripeMinBytes && s.cfg.StripeMaxChannels >= 2 && !s.deps.Pool.Connected(t.Key) {
-			early = s.startEarlyStripes(r.Context(), t, earlyStripeDials)
-			return early.stop
+		near, far := s.earlyStripeCount(t.Key, r.ContentLength)
+		if near+far == 0 {
+			return func() {}
 		}
-		return func() {}
+		early = s.startEarlyStripes(r.Context(), t, near, far)
+		return early.stop
 	}
 	defer func() { s.log.Debug("upload timeline", "steps", tl.String()) }()
 	return body.err(s.fsCallPre(r, true, false, pre, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
@@ -457,6 +456,29 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusCreated, res)
 		return nil
 	}))
+}
+
+// earlyStripeCount is how many stripe channels an upload of size bytes (-1: unknown) to k asks
+// for before its first channel (see earlyStripes): none for a small or unknown body; for a large
+// one to a system the pool has no connection to yet, earlyStripeDials far ones (dialed beside the
+// first channel's connection, not after it); to one it is connected to, as many of each kind as
+// leaseExtra would want for the round trip the pool last measured on k's connections
+// (sshpool.Pool.RTT), or none while it has measured none or that path is short. The probe still
+// decides; what it does not want goes back.
+func (s *Server) earlyStripeCount(k sshpool.Key, size int64) (near, far int) {
+	if size < s.cfg.StripeMinBytes || s.cfg.StripeMaxChannels < 2 {
+		return 0, 0
+	}
+	if !s.deps.Pool.Connected(k) {
+		return 0, earlyStripeDials
+	}
+	rtt, ok := s.deps.Pool.RTT(k)
+	if !ok {
+		return 0, 0
+	}
+	extra := s.stripeChannels(rtt) - 1
+	near = (extra + 1) / 2
+	return near, extra - near
 }
 
 // planUpload starts deciding, in the background, how an upload of size bytes to t (whose first
