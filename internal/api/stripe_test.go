@@ -385,3 +385,93 @@ func TestStripedUploadColdPool(t *testing.T) {
 	}
 	assertOnly(t, dir, "up.bin")
 }
+
+// warmGate is the pool with a gate for an upload to a system it is already connected to: once
+// armed, every dedicated SFTP channel asked for waits until three have been asked for in all,
+// two dedicated (the upload's first channel and a near stripe) and one stripe channel, or until
+// giveUp has passed, which fails the test. Without early stripes the upload's first channel is
+// the only one asked for until its temporary file exists, so it tells "asked for beside the
+// first channel" from "after it" without timing.
+type warmGate struct {
+	Pool
+	t      *testing.T
+	giveUp time.Duration
+	armed  atomic.Bool
+
+	mu       sync.Mutex
+	ded, str int
+	open     chan struct{} // closed once both counts are reached
+}
+
+// count notes one ask and opens the gate once enough were made.
+func (p *warmGate) count(dedicated bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if dedicated {
+		p.ded++
+	} else {
+		p.str++
+	}
+	if p.ded >= 2 && p.str >= 1 {
+		select {
+		case <-p.open:
+		default:
+			close(p.open)
+		}
+	}
+}
+
+// DedicatedSFTP implements Pool.
+func (p *warmGate) DedicatedSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error) {
+	if p.armed.Load() {
+		p.count(true)
+		select {
+		case <-p.open:
+		case <-time.After(p.giveUp):
+			p.t.Errorf("the upload's stripe channels were not asked for beside its first channel (waited %v)", p.giveUp)
+		}
+	}
+	return p.Pool.DedicatedSFTP(ctx, t)
+}
+
+// StripeSFTP implements Pool.
+func (p *warmGate) StripeSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error) {
+	if p.armed.Load() {
+		p.count(false)
+	}
+	return p.Pool.StripeSFTP(ctx, t)
+}
+
+// TestStripedUploadWarmPool: a large upload to a system the pool is connected to (a listing
+// went first, so the pool measured the path's round trip) asks for its near and far stripe
+// channels beside its first channel rather than after its temporary file exists and the RTT
+// was probed; the upload is whole and striped.
+func TestStripedUploadWarmPool(t *testing.T) {
+	var gate *warmGate
+	e := newEnvConfig(t, stripeConfig(), func(_ string, d *Deps, _ **Server) {
+		gate = &warmGate{Pool: d.Pool, t: t, giveUp: 5 * time.Second, open: make(chan struct{})}
+		d.Pool = gate
+	})
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	if r := e.do("alice", "GET", "/v1/systems/hpc/stat"+dir, nil); r.status != 200 {
+		t.Fatalf("stat: %d %s", r.status, r.body)
+	}
+	gate.armed.Store(true)
+	payload := make([]byte, 3<<20+999)
+	_, _ = rand.Read(payload)
+	r := e.do("alice", "PUT", "/v1/systems/hpc/content"+dir+"/up.bin", string(payload))
+	if r.status != 201 {
+		t.Fatalf("upload: %d %s", r.status, r.body)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "up.bin"))
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("uploaded file: %d bytes, equal %v, %v", len(got), bytes.Equal(got, payload), err)
+	}
+	for _, want := range []string{"channels=4", "upload timeline", "renamed@"} {
+		if !strings.Contains(e.log.String(), want) {
+			t.Fatalf("the log lacks %q:\n%s", want, e.log.String())
+		}
+	}
+	assertOnly(t, dir, "up.bin")
+}
