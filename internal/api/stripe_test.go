@@ -386,92 +386,87 @@ func TestStripedUploadColdPool(t *testing.T) {
 	assertOnly(t, dir, "up.bin")
 }
 
-// warmGate is the pool with a gate for an upload to a system it is already connected to: once
-// armed, every dedicated SFTP channel asked for waits until three have been asked for in all,
-// two dedicated (the upload's first channel and a near stripe) and one stripe channel, or until
-// giveUp has passed, which fails the test. Without early stripes the upload's first channel is
-// the only one asked for until its temporary file exists, so it tells "asked for beside the
-// first channel" from "after it" without timing.
-type warmGate struct {
+// askCount is the pool counting, once armed, the dedicated and the stripe SFTP channels asked
+// for.
+type askCount struct {
 	Pool
-	t      *testing.T
-	giveUp time.Duration
-	armed  atomic.Bool
-
-	mu       sync.Mutex
-	ded, str int
-	open     chan struct{} // closed once both counts are reached
-}
-
-// count notes one ask and opens the gate once enough were made.
-func (p *warmGate) count(dedicated bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if dedicated {
-		p.ded++
-	} else {
-		p.str++
-	}
-	if p.ded >= 2 && p.str >= 1 {
-		select {
-		case <-p.open:
-		default:
-			close(p.open)
-		}
-	}
+	armed    atomic.Bool
+	ded, str atomic.Int64
 }
 
 // DedicatedSFTP implements Pool.
-func (p *warmGate) DedicatedSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error) {
+func (p *askCount) DedicatedSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error) {
 	if p.armed.Load() {
-		p.count(true)
-		select {
-		case <-p.open:
-		case <-time.After(p.giveUp):
-			p.t.Errorf("the upload's stripe channels were not asked for beside its first channel (waited %v)", p.giveUp)
-		}
+		p.ded.Add(1)
 	}
 	return p.Pool.DedicatedSFTP(ctx, t)
 }
 
 // StripeSFTP implements Pool.
-func (p *warmGate) StripeSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error) {
+func (p *askCount) StripeSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error) {
 	if p.armed.Load() {
-		p.count(false)
+		p.str.Add(1)
 	}
 	return p.Pool.StripeSFTP(ctx, t)
 }
 
-// TestStripedUploadWarmPool: a large upload to a system the pool is connected to (a listing
-// went first, so the pool measured the path's round trip) asks for its near and far stripe
-// channels beside its first channel rather than after its temporary file exists and the RTT
-// was probed; the upload is whole and striped.
+// TestStripedUploadWarmPool: a large upload to a system the pool is connected to (a stat went
+// first, so the pool measured the path's round trip) asks for its near and far stripe channels
+// as soon as it holds its first channel, before the round-trip probe decides: with the chunk
+// budget taken, so that the probe decides against striping, they are asked for all the same
+// (and given back), where without early stripes none would be. With the budget free the upload
+// is striped over them and whole.
 func TestStripedUploadWarmPool(t *testing.T) {
-	var gate *warmGate
+	var pool *askCount
 	e := newEnvConfig(t, stripeConfig(), func(_ string, d *Deps, _ **Server) {
-		gate = &warmGate{Pool: d.Pool, t: t, giveUp: 5 * time.Second, open: make(chan struct{})}
-		d.Pool = gate
+		pool = &askCount{Pool: d.Pool}
+		d.Pool = pool
 	})
 	e.register("alice", "hpc")
 	dir := e.srv.MkTemp(t)
 	if r := e.do("alice", "GET", "/v1/systems/hpc/stat"+dir, nil); r.status != 200 {
 		t.Fatalf("stat: %d %s", r.status, r.body)
 	}
-	gate.armed.Store(true)
 	payload := make([]byte, 3<<20+999)
 	_, _ = rand.Read(payload)
-	r := e.do("alice", "PUT", "/v1/systems/hpc/content"+dir+"/up.bin", string(payload))
-	if r.status != 201 {
-		t.Fatalf("upload: %d %s", r.status, r.body)
+	upload := func(name string) {
+		t.Helper()
+		r := e.do("alice", "PUT", "/v1/systems/hpc/content"+dir+"/"+name, string(payload))
+		if r.status != 201 {
+			t.Fatalf("upload: %d %s", r.status, r.body)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("uploaded file: %d bytes, equal %v, %v", len(got), bytes.Equal(got, payload), err)
+		}
 	}
-	got, err := os.ReadFile(filepath.Join(dir, "up.bin"))
-	if err != nil || !bytes.Equal(got, payload) {
-		t.Fatalf("uploaded file: %d bytes, equal %v, %v", len(got), bytes.Equal(got, payload), err)
+
+	held, err := e.api.downloads.TryAcquire("alice", e.api.downloads.Share())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.armed.Store(true)
+	upload("unstriped.bin")
+	held.Release()
+	// Four channels: the first, then two near and one far stripe (leaseExtra's split of three).
+	if d, s := pool.ded.Load(), pool.str.Load(); d != 3 || s != 1 {
+		t.Fatalf("an unstriped upload asked for %d dedicated and %d stripe channels, want 3 and 1 (early stripes)", d, s)
+	}
+	if strings.Contains(e.log.String(), "channels=4") {
+		t.Fatalf("the upload was striped with the budget taken:\n%s", e.log.String())
+	}
+
+	pool.ded.Store(0)
+	pool.str.Store(0)
+	upload("up.bin")
+	// The early stripes are the stripes: none is asked for twice.
+	if d, s := pool.ded.Load(), pool.str.Load(); d != 3 || s != 1 {
+		t.Fatalf("a striped upload asked for %d dedicated and %d stripe channels, want 3 and 1", d, s)
 	}
 	for _, want := range []string{"channels=4", "upload timeline", "renamed@"} {
 		if !strings.Contains(e.log.String(), want) {
 			t.Fatalf("the log lacks %q:\n%s", want, e.log.String())
 		}
 	}
-	assertOnly(t, dir, "up.bin")
+	assertOnly(t, dir, "unstriped.bin", "up.bin")
 }
