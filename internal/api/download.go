@@ -359,13 +359,15 @@ func wantedBytes(r *http.Request, size int64) int64 {
 // never delays the first channel's dial.
 const earlyStripeDials = 1
 
-// earlyStripes are stripe channels asked for before a large upload's first channel is there:
+// earlyStripes are stripe channels a large upload asks for before its round-trip probe decides:
 // near ones on the pooled connections (sshpool.DedicatedSFTP) and far ones on connections of
-// their own (sshpool.StripeSFTP). Without them a cold pool dials the first connection (some
-// nine round trips), then probes the RTT, and only then dials the stripes' connections, another
-// nine round trips during which one channel's window carries the upload; a warm one opens the
-// stripes' channels and dials their connections only once the temporary file exists and the
-// probe is back. They count against the pool's bounds as any channel does; leaseExtra takes
+// their own (sshpool.StripeSFTP). A cold pool dials earlyStripeDials far ones beside the first
+// channel's dial; a warm one asks for as many of each kind as the round trip the pool measured
+// calls for as soon as the first channel is held (never ahead of it: they could take the slots
+// it waits for). Without them a cold pool dials the first connection (some nine round trips),
+// then probes the RTT, and only then dials the stripes' connections, another nine round trips
+// during which one channel's window carries the upload; a warm one opens the stripes' channels
+// and dials their connections only once the temporary file exists and the probe is back. They count against the pool's bounds as any channel does; leaseExtra takes
 // them first, and stop gives back those nobody took (at once when the upload does not stripe,
 // else once leaseExtra has taken what it wants).
 type earlyStripes struct {
