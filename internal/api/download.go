@@ -249,7 +249,7 @@ func (s *Server) stripesWith(ctx context.Context, t sshpool.Target, c *sftp.Clie
 // CPU are the limit), which may have to be dialed first: those join later. Both kinds count
 // against the pool's per-key, per-host and per-owner bounds as any channel does.
 //
-// The ones on connections of their own are taken from early first, while it has any.
+// Each kind is taken from early (nil: none) first, while it has any.
 func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int, early *earlyStripes) (<-chan *sftp.Client, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	out := make(chan *sftp.Client, n) // never blocks a sender
@@ -259,16 +259,18 @@ func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int, early 
 		wg   sync.WaitGroup
 	)
 	near := (n + 1) / 2
+	var taken sync.WaitGroup
 	for i := range n {
+		taken.Add(1)
 		wg.Go(func() {
 			lease := s.deps.Pool.StripeSFTP
 			if i < near {
 				lease = s.deps.Pool.DedicatedSFTP
-			} else if early != nil {
-				if l, ok := early.take(ctx); ok {
-					lease = func(context.Context, sshpool.Target) (*sshpool.SFTPLease, error) { return l, nil }
-				}
 			}
+			if l, ok := early.take(ctx, i < near); ok {
+				lease = func(context.Context, sshpool.Target) (*sshpool.SFTPLease, error) { return l, nil }
+			}
+			taken.Done()
 			l, err := lease(ctx, t)
 			if err != nil {
 				return
@@ -277,6 +279,13 @@ func (s *Server) leaseExtra(ctx context.Context, t sshpool.Target, n int, early 
 			held = append(held, l)
 			mu.Unlock()
 			out <- l.Client
+		})
+	}
+	if early != nil {
+		// The early channels this transfer does not want go back as soon as that is known.
+		wg.Go(func() {
+			taken.Wait()
+			early.stop()
 		})
 	}
 	go func() {
@@ -350,43 +359,61 @@ func wantedBytes(r *http.Request, size int64) int64 {
 // never delays the first channel's dial.
 const earlyStripeDials = 1
 
-// earlyStripes are stripe channels on connections of their own (sshpool.StripeSFTP) asked for
-// before a large upload's first channel is there. Without them a cold pool dials the first
-// connection (some nine round trips), then probes the RTT, and only then dials the stripes'
-// connections, another nine round trips during which one channel's window carries the upload.
-// They count against the pool's bounds as any channel does; leaseExtra takes them for its far
-// channels, and stop gives back those nobody took (at once when the upload does not stripe,
-// else when the request ends).
+// earlyStripes are stripe channels a large upload asks for before its round-trip probe decides:
+// near ones on the pooled connections (sshpool.DedicatedSFTP) and far ones on connections of
+// their own (sshpool.StripeSFTP). A cold pool dials earlyStripeDials far ones beside the first
+// channel's dial; a warm one asks for as many of each kind as the round trip the pool measured
+// calls for as soon as the first channel is held (never ahead of it: they could take the slots
+// it waits for). Without them a cold pool dials the first connection (some nine round trips),
+// then probes the RTT, and only then dials the stripes' connections, another nine round trips
+// during which one channel's window carries the upload; a warm one opens the stripes' channels
+// and dials their connections only once the temporary file exists and the probe is back. They count against the pool's bounds as any channel does; leaseExtra takes
+// them first, and stop gives back those nobody took (at once when the upload does not stripe,
+// else once leaseExtra has taken what it wants).
 type earlyStripes struct {
-	leases chan *sshpool.SFTPLease
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	near, far chan *sshpool.SFTPLease
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	once      sync.Once
 }
 
-// startEarlyStripes asks the pool for k stripe channels to t, each delivered as it opens.
-func (s *Server) startEarlyStripes(ctx context.Context, t sshpool.Target, k int) *earlyStripes {
+// startEarlyStripes asks the pool for near channels on t's pooled connections and far ones on
+// connections of their own, each delivered as it opens.
+func (s *Server) startEarlyStripes(ctx context.Context, t sshpool.Target, near, far int) *earlyStripes {
 	ctx, cancel := context.WithCancel(ctx)
-	e := &earlyStripes{leases: make(chan *sshpool.SFTPLease, k), cancel: cancel}
-	for range k {
-		e.wg.Go(func() {
-			if l, err := s.deps.Pool.StripeSFTP(ctx, t); err == nil {
-				e.leases <- l // never blocks: k slots
-			}
+	e := &earlyStripes{near: make(chan *sshpool.SFTPLease, near), far: make(chan *sshpool.SFTPLease, far), cancel: cancel}
+	ask := func(n int, lease func(context.Context, sshpool.Target) (*sshpool.SFTPLease, error), out chan<- *sshpool.SFTPLease) {
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if l, err := lease(ctx, t); err == nil {
+					out <- l // never blocks: n slots
+				}
+			})
+		}
+		e.wg.Go(func() { // owned by e: ends when the asks do, which stop cancels
+			wg.Wait()
+			close(out)
 		})
 	}
-	go func() { // owned by e: ends when the asks do, which stop cancels
-		e.wg.Wait()
-		close(e.leases)
-	}()
+	ask(near, s.deps.Pool.DedicatedSFTP, e.near)
+	ask(far, s.deps.Pool.StripeSFTP, e.far)
 	return e
 }
 
-// take waits for the next early channel; false once every ask has ended without one left, or
-// when ctx ends first (a channel that opens later is closed by stop).
-func (e *earlyStripes) take(ctx context.Context) (*sshpool.SFTPLease, bool) {
+// take waits for the next early channel, near or far; false once every such ask has ended
+// without one left, or when ctx ends first (a channel that opens later is closed by stop). A nil
+// e has none.
+func (e *earlyStripes) take(ctx context.Context, near bool) (*sshpool.SFTPLease, bool) {
+	if e == nil {
+		return nil, false
+	}
+	ch := e.far
+	if near {
+		ch = e.near
+	}
 	select {
-	case l, ok := <-e.leases:
+	case l, ok := <-ch:
 		return l, ok
 	case <-ctx.Done():
 		return nil, false
@@ -394,13 +421,20 @@ func (e *earlyStripes) take(ctx context.Context) (*sshpool.SFTPLease, bool) {
 }
 
 // stop cancels the asks still under way and closes the channels nobody took; it may be called
-// more than once.
+// more than once, and on a nil e.
 func (e *earlyStripes) stop() {
+	if e == nil {
+		return
+	}
 	e.once.Do(func() {
 		e.cancel()
-		for l := range e.leases {
+		for l := range e.near {
 			_ = l.Close()
 		}
+		for l := range e.far {
+			_ = l.Close()
+		}
+		e.wg.Wait()
 	})
 }
 

@@ -435,7 +435,7 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		// A large body to a system the pool has no connection to yet: one stripe connection
 		// is dialed beside the first channel's, not after it (see earlyStripes).
 		if r.ContentLength >= s.cfg.StripeMinBytes && s.cfg.StripeMaxChannels >= 2 && !s.deps.Pool.Connected(t.Key) {
-			early = s.startEarlyStripes(r.Context(), t, earlyStripeDials)
+			early = s.startEarlyStripes(r.Context(), t, 0, earlyStripeDials)
 			return early.stop
 		}
 		return func() {}
@@ -443,6 +443,16 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 	defer func() { s.log.Debug("upload timeline", "steps", tl.String()) }()
 	return body.err(s.fsCallPre(r, true, false, pre, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
 		tl.note("channel")
+		if early == nil {
+			// A large body to a system the pool was connected to: the stripe channels the
+			// path's measured round trip calls for are asked for now, beside the upload's first
+			// requests, not once its temporary file exists and the probe is back. Now, not
+			// before the first channel: they never queue ahead of it for the pool's slots.
+			if near, far := s.earlyStripeCount(t.Key, r.ContentLength); near+far > 0 {
+				early = s.startEarlyStripes(r.Context(), t, near, far)
+				defer early.stop()
+			}
+		}
 		// A large body on a long path is written over several channels at once; otherwise in
 		// chunks over this one, where the budget has room. The round-trip probe that decides
 		// (and the stripe channels' opening it starts) runs beside the upload's first requests:
@@ -457,6 +467,25 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusCreated, res)
 		return nil
 	}))
+}
+
+// earlyStripeCount is how many stripe channels an upload of size bytes (-1: unknown) to k, whose
+// pool is connected to k, asks for as soon as it holds its first channel (see earlyStripes):
+// none for a small or unknown body; for a large one as many of each kind as leaseExtra would
+// want for the round trip the pool measured on k's connections (sshpool.Pool.RTT), or none while
+// it has measured none or that path is short. The probe still decides; what it does not want
+// goes back.
+func (s *Server) earlyStripeCount(k sshpool.Key, size int64) (near, far int) {
+	if size < s.cfg.StripeMinBytes || s.cfg.StripeMaxChannels < 2 {
+		return 0, 0
+	}
+	rtt, ok := s.deps.Pool.RTT(k)
+	if !ok {
+		return 0, 0
+	}
+	extra := s.stripeChannels(rtt) - 1
+	near = (extra + 1) / 2
+	return near, extra - near
 }
 
 // planUpload starts deciding, in the background, how an upload of size bytes to t (whose first

@@ -224,6 +224,7 @@ type Pool interface {
 	DedicatedSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error)
 	StripeSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error)
 	Connected(k sshpool.Key) bool
+	RTT(k sshpool.Key) (time.Duration, bool)
 	Check(ctx context.Context, t sshpool.Target) error
 	Forget(system string)
 }

@@ -385,3 +385,88 @@ func TestStripedUploadColdPool(t *testing.T) {
 	}
 	assertOnly(t, dir, "up.bin")
 }
+
+// askCount is the pool counting, once armed, the dedicated and the stripe SFTP channels asked
+// for.
+type askCount struct {
+	Pool
+	armed    atomic.Bool
+	ded, str atomic.Int64
+}
+
+// DedicatedSFTP implements Pool.
+func (p *askCount) DedicatedSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error) {
+	if p.armed.Load() {
+		p.ded.Add(1)
+	}
+	return p.Pool.DedicatedSFTP(ctx, t)
+}
+
+// StripeSFTP implements Pool.
+func (p *askCount) StripeSFTP(ctx context.Context, t sshpool.Target) (*sshpool.SFTPLease, error) {
+	if p.armed.Load() {
+		p.str.Add(1)
+	}
+	return p.Pool.StripeSFTP(ctx, t)
+}
+
+// TestStripedUploadWarmPool: a large upload to a system the pool is connected to (a stat went
+// first, so the pool measured the path's round trip) asks for its near and far stripe channels
+// as soon as it holds its first channel, before the round-trip probe decides: with the chunk
+// budget taken, so that the probe decides against striping, they are asked for all the same
+// (and given back), where without early stripes none would be. With the budget free the upload
+// is striped over them and whole.
+func TestStripedUploadWarmPool(t *testing.T) {
+	var pool *askCount
+	e := newEnvConfig(t, stripeConfig(), func(_ string, d *Deps, _ **Server) {
+		pool = &askCount{Pool: d.Pool}
+		d.Pool = pool
+	})
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	if r := e.do("alice", "GET", "/v1/systems/hpc/stat"+dir, nil); r.status != 200 {
+		t.Fatalf("stat: %d %s", r.status, r.body)
+	}
+	payload := make([]byte, 3<<20+999)
+	_, _ = rand.Read(payload)
+	upload := func(name string) {
+		t.Helper()
+		r := e.do("alice", "PUT", "/v1/systems/hpc/content"+dir+"/"+name, string(payload))
+		if r.status != 201 {
+			t.Fatalf("upload: %d %s", r.status, r.body)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, payload) {
+			t.Fatalf("uploaded file: %d bytes, equal %v, %v", len(got), bytes.Equal(got, payload), err)
+		}
+	}
+
+	held, err := e.api.downloads.TryAcquire("alice", e.api.downloads.Share())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.armed.Store(true)
+	upload("unstriped.bin")
+	held.Release()
+	// Four channels: the first, then two near and one far stripe (leaseExtra's split of three).
+	if d, s := pool.ded.Load(), pool.str.Load(); d != 3 || s != 1 {
+		t.Fatalf("an unstriped upload asked for %d dedicated and %d stripe channels, want 3 and 1 (early stripes)", d, s)
+	}
+	if strings.Contains(e.log.String(), "channels=4") {
+		t.Fatalf("the upload was striped with the budget taken:\n%s", e.log.String())
+	}
+
+	pool.ded.Store(0)
+	pool.str.Store(0)
+	upload("up.bin")
+	// The early stripes are the stripes: none is asked for twice.
+	if d, s := pool.ded.Load(), pool.str.Load(); d != 3 || s != 1 {
+		t.Fatalf("a striped upload asked for %d dedicated and %d stripe channels, want 3 and 1", d, s)
+	}
+	for _, want := range []string{"channels=4", "upload timeline", "renamed@"} {
+		if !strings.Contains(e.log.String(), want) {
+			t.Fatalf("the log lacks %q:\n%s", want, e.log.String())
+		}
+	}
+	assertOnly(t, dir, "unstriped.bin", "up.bin")
+}

@@ -480,6 +480,28 @@ func (p *Pool) Connected(k Key) bool {
 	return kp != nil && (len(kp.conns) > 0 || kp.dialing > 0)
 }
 
+// RTT returns the shortest round trip measured on any of k's pooled connections (each measures
+// one beside its first SFTP channel's start), and false while none has. Callers use it to decide
+// before probing the path themselves whether a large transfer will be striped.
+func (p *Pool) RTT(k Key) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var best int64
+	if kp := p.keys[k]; kp != nil {
+		for _, c := range kp.conns {
+			if c.dead || c.client == nil {
+				continue
+			}
+			if w := wireOf(c.client); w != nil {
+				if d := w.rtt.Load(); d > 0 && (best == 0 || d < best) {
+					best = d
+				}
+			}
+		}
+	}
+	return time.Duration(best), best > 0
+}
+
 func (p *Pool) keyPoolLocked(t Target) *keyPool {
 	kp := p.keys[t.Key]
 	if kp == nil {
@@ -1018,7 +1040,11 @@ func (p *Pool) keepalive(c *conn) {
 func (p *Pool) probe(c *conn) error {
 	done := make(chan error, 1)
 	go func() {
+		t0 := time.Now()
 		_, _, err := c.client.SendRequest("keepalive@openssh.com", true, nil)
+		if w := wireOf(c.client); err == nil && w != nil {
+			w.noteRTT(time.Since(t0)) // for Pool.RTT
+		}
 		done <- err
 	}()
 	t := time.NewTimer(p.cfg.KeepaliveTimeout)

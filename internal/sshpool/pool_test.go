@@ -445,3 +445,28 @@ func TestConnected(t *testing.T) {
 		t.Fatal("connected after the only dial failed")
 	}
 }
+
+// TestRTT: the pool knows no round trip to a system before a connection to it carried an SFTP
+// channel, and one after (timed beside the channel's start); a command alone measures none.
+func TestRTT(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	p, _ := newPool(t, Config{})
+	tg := target(t, srv, "sys", srv.Signer)
+	if _, ok := p.RTT(tg.Key); ok {
+		t.Fatal("a round trip before any dial")
+	}
+	if _, err := run(t.Context(), p, tg, "true"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.RTT(tg.Key); ok {
+		t.Fatal("a round trip measured without an SFTP channel")
+	}
+	l, err := p.DedicatedSFTP(t.Context(), tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if d, ok := p.RTT(tg.Key); !ok || d <= 0 {
+		t.Fatalf("RTT = %v, %v after an SFTP channel opened", d, ok)
+	}
+}

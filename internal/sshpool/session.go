@@ -150,6 +150,13 @@ func sftpPacketFor(serverVersion string, hasLimits bool) int {
 // sftp-server offers limits@openssh.com (see largeSFTPPacket), or else closes it and starts one
 // with the small size. The wire remembers the answer for the connection's later channels.
 func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
+	if w := wireOf(sc); w != nil && w.rtt.Load() == 0 {
+		// The connection's first SFTP channel also times one round trip beside its own three
+		// (session, subsystem, version), for Pool.RTT; waiting for it costs nothing.
+		var wg sync.WaitGroup
+		wg.Go(func() { measureWireRTT(sc, w) })
+		defer wg.Wait()
+	}
 	if p.cfg.SFTPMaxPacket > 0 {
 		return sftp.NewClient(sc, p.sftpOptions(p.cfg.SFTPMaxPacket)...)
 	}
@@ -177,6 +184,31 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 		known = smallSFTPPacket
 	}
 	return sftp.NewClient(sc, p.sftpOptions(known)...)
+}
+
+// measureWireRTT times one global request that wants a reply (keepalive@openssh.com, which an
+// OpenSSH server refuses at once, as for ServerAliveInterval) and records it on w if it is the
+// shortest yet. A failed request records nothing.
+func measureWireRTT(sc *ssh.Client, w *wire) {
+	t0 := time.Now()
+	if _, _, err := sc.SendRequest("keepalive@openssh.com", true, nil); err != nil {
+		return
+	}
+	w.noteRTT(time.Since(t0))
+}
+
+// noteRTT records a round trip of d on w if it is the shortest yet.
+func (w *wire) noteRTT(rtt time.Duration) {
+	d := max(int64(rtt), 1)
+	for {
+		old := w.rtt.Load()
+		if old != 0 && old <= d {
+			return
+		}
+		if w.rtt.CompareAndSwap(old, d) {
+			return
+		}
+	}
 }
 
 // sftpOptions are the client options for SFTP requests of packet bytes: Config.SFTPMaxInflight

@@ -33,6 +33,9 @@ type wire struct {
 	// sftpPacket is the SFTP packet size this connection's server takes (see newSFTP), 0 until
 	// the first SFTP channel found out.
 	sftpPacket atomic.Int64
+	// rtt is the shortest round trip (nanoseconds) measured on this connection, 0 until the
+	// first SFTP channel measured one (see newSFTP).
+	rtt atomic.Int64
 
 	mu       sync.Mutex
 	cond     sync.Cond // on mu: space in pending, or the flusher finished
