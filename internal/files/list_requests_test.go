@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,38 +27,57 @@ const sftpServerPath = "/usr/lib/openssh/sftp-server"
 // to exit and returns the operations it was asked for, in order, as the server logged them.
 func countedSFTP(t *testing.T) (c *sftp.Client, requests func() []string) {
 	t.Helper()
-	cmd := exec.Command(sftpServerPath, "-e", "-l", "DEBUG3")
-	var log bytes.Buffer
-	cmd.Stderr = &log
-	in, err := cmd.StdinPipe()
+	srv := startSFTPServer(t)
+	c, err := sftp.NewClientPipe(srv.out, srv.in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
+	return c, srv.requests(t, func() {
+		_ = c.Close()
+		_ = srv.cmd.Wait() // stderr is copied whole before Wait returns
+	})
+}
+
+// sftpServer is OpenSSH's sftp-server running as a child, logging every request it is asked for
+// (-l DEBUG3) on stderr.
+type sftpServer struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out io.Reader
+	log *bytes.Buffer
+}
+
+// startSFTPServer starts sftpServerPath with every request logged.
+func startSFTPServer(t *testing.T) *sftpServer {
+	t.Helper()
+	if _, err := os.Stat(sftpServerPath); err != nil {
+		t.Fatalf("sftp-server: %v", err)
+	}
+	srv := &sftpServer{cmd: exec.Command(sftpServerPath, "-e", "-l", "DEBUG3"), log: &bytes.Buffer{}}
+	srv.cmd.Stderr = srv.log
+	var err error
+	if srv.in, err = srv.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if srv.out, err = srv.cmd.StdoutPipe(); err != nil {
 		t.Fatal(err)
 	}
-	c, err = sftp.NewClientPipe(out, in)
-	if err != nil {
+	if err := srv.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := false
-	stop := func() {
-		if !done {
-			done = true
-			_ = c.Close()
-			_ = cmd.Wait() // stderr is copied whole before Wait returns
-		}
-	}
-	t.Cleanup(stop)
+	return srv
+}
+
+// requests registers stop (which ends the client and waits for the server) as a cleanup and
+// returns a function that stops, once, and lists the operations the server logged, in order.
+func (srv *sftpServer) requests(t *testing.T, stop func()) func() []string {
+	var once sync.Once
+	t.Cleanup(func() { once.Do(stop) })
 	re := regexp.MustCompile(`request \d+: (\w+)`)
-	return c, func() []string {
-		stop()
+	return func() []string {
+		once.Do(stop)
 		var ops []string
-		for _, m := range re.FindAllStringSubmatch(log.String(), -1) {
+		for _, m := range re.FindAllStringSubmatch(srv.log.String(), -1) {
 			if m[1] != "sent" && m[1] != "limits" {
 				ops = append(ops, m[1])
 			}

@@ -8,9 +8,7 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sync"
 	"testing"
@@ -116,62 +114,30 @@ func relay(dst io.Writer, src io.Reader, see func([]byte)) error {
 // gatedSFTP is countedSFTP with g relaying between the client and sftp-server.
 func gatedSFTP(t *testing.T, g *pairGate) (c *sftp.Client, requests func() []string) {
 	t.Helper()
-	if _, err := os.Stat(sftpServerPath); err != nil {
-		t.Fatalf("sftp-server: %v", err)
-	}
 	g.held, g.open = map[uint32]bool{}, make(chan struct{})
-	cmd := exec.Command(sftpServerPath, "-e", "-l", "DEBUG3")
-	var log bytes.Buffer
-	cmd.Stderr = &log
-	srvIn, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvOut, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	srv := startSFTPServer(t)
 	toSrvR, toSrvW := io.Pipe()
 	fromSrvR, fromSrvW := io.Pipe()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_ = relay(srvIn, toSrvR, g.request)
-		_ = srvIn.Close()
+		_ = relay(srv.in, toSrvR, g.request)
+		_ = srv.in.Close()
 	})
 	wg.Go(func() {
-		err := relay(fromSrvW, srvOut, g.reply)
+		err := relay(fromSrvW, srv.out, g.reply)
 		_ = fromSrvW.CloseWithError(err)
 	})
-	c, err = sftp.NewClientPipe(fromSrvR, toSrvW)
+	c, err := sftp.NewClientPipe(fromSrvR, toSrvW)
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := false
-	stop := func() {
-		if !done {
-			done = true
-			_ = c.Close()
-			_ = toSrvW.Close()
-			_ = cmd.Wait()
-			_ = fromSrvR.Close()
-			wg.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	re := regexp.MustCompile(`request \d+: (\w+)`)
-	return c, func() []string {
-		stop()
-		var ops []string
-		for _, m := range re.FindAllStringSubmatch(log.String(), -1) {
-			if m[1] != "sent" && m[1] != "limits" {
-				ops = append(ops, m[1])
-			}
-		}
-		return ops
-	}
+	return c, srv.requests(t, func() {
+		_ = c.Close()
+		_ = toSrvW.Close()
+		_ = srv.cmd.Wait()
+		_ = fromSrvR.Close()
+		wg.Wait()
+	})
 }
 
 // TestUploadStartPipelined: an upload's lstat of the destination and the exclusive create of its
