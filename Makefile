@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/sshapi/sshapi/internal/service.Version=$(VERSION)
 USER_NAME ?= $(shell id -un)
 
-.PHONY: build run test test-race test-python demo vet fmt clean fuzz fuzz-deps deps screenshots soak
+.PHONY: build run test test-race test-python test-x-crypto demo vet fmt clean fuzz fuzz-deps deps screenshots soak
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sshapi ./cmd/sshapi
@@ -25,7 +25,16 @@ test: deps
 	$(MAKE) fuzz
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 12m ./...
+	$(MAKE) test-x-crypto
 	$(MAKE) test-python
+
+## test-x-crypto: the patched golang.org/x/crypto (third_party/README.md) is upstream plus
+## third_party/x-crypto.patch, and its SSH and ChaCha20-Poly1305 packages pass their own tests
+## (ssh/test replays sessions recorded against OpenSSH).
+test-x-crypto:
+	third_party/x-crypto.sh check
+	$(GO) test -count=1 golang.org/x/crypto/ssh/... golang.org/x/crypto/chacha20 \
+		golang.org/x/crypto/chacha20poly1305 golang.org/x/crypto/internal/poly1305
 
 ## screenshots: the web interface's browser test (Chromium, a real sshd and OIDC provider) writing
 ## its screenshots into docs/img/ (by default they go to build/ui-screenshots/).

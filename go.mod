@@ -91,3 +91,5 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+replace golang.org/x/crypto v0.58.0 => ./third_party/golang.org/x/crypto

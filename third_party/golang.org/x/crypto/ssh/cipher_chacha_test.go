@@ -1,0 +1,100 @@
+// Copyright 2026 The Go Authors. All rights reserved.
+// Use of this source code is governed by a BSD-style
+// license that can be found in the LICENSE file.
+
+package ssh
+
+import (
+	"bytes"
+	"crypto"
+	"testing"
+)
+
+// TestChaCha20Poly1305AEADKeystream checks that packets sealed through the
+// chacha20poly1305 AEAD's keystream are byte for byte the packets package
+// chacha20 produces, and that each implementation opens the other's, for
+// payload sizes around the ChaCha20 block and AVX2 batch boundaries and
+// sequence numbers that use all 32 bits.
+func TestChaCha20Poly1305AEADKeystream(t *testing.T) {
+	newCipher := func(t *testing.T, aead bool) *chacha20Poly1305Cipher {
+		t.Helper()
+		algs := DirectionAlgorithms{Cipher: CipherChaCha20Poly1305, compression: compressionNone}
+		pc, err := newPacketCipher(clientKeys, algs, &kexResult{Hash: crypto.SHA256})
+		if err != nil {
+			t.Fatalf("newPacketCipher: %v", err)
+		}
+		c := pc.(*chacha20Poly1305Cipher)
+		if aead && c.content == nil {
+			t.Skip("chacha20poly1305 has no assembly on this machine; the AEAD keystream is not used")
+		}
+		if !aead {
+			c.content = nil
+		}
+		return c
+	}
+	fast, slow := newCipher(t, true), newCipher(t, false)
+	fastRead, slowRead := newCipher(t, true), newCipher(t, false)
+
+	var sizes []int
+	for n := 0; n <= 600; n++ {
+		sizes = append(sizes, n)
+	}
+	sizes = append(sizes, 1023, 1024, 4095, 32768, 32768+13, maxPacket-64)
+	for _, seqNum := range []uint32{0, 1, 0x01020304, 0xfffffffe, 0xffffffff} {
+		for _, size := range sizes {
+			payload := bytes.Repeat([]byte{byte(size), byte(seqNum)}, size/2+1)[:size]
+			if size > 0 {
+				payload[0] = msgIgnore
+			}
+			rnd := bytes.Repeat([]byte{0x5a}, 64)
+
+			var fastPacket, slowPacket bytes.Buffer
+			if err := fast.writeCipherPacket(seqNum, &fastPacket, bytes.NewReader(rnd), payload); err != nil {
+				t.Fatalf("seq %d size %d: AEAD write: %v", seqNum, size, err)
+			}
+			if err := slow.writeCipherPacket(seqNum, &slowPacket, bytes.NewReader(rnd), payload); err != nil {
+				t.Fatalf("seq %d size %d: chacha20 write: %v", seqNum, size, err)
+			}
+			if !bytes.Equal(fastPacket.Bytes(), slowPacket.Bytes()) {
+				t.Fatalf("seq %d size %d: AEAD keystream packet differs from package chacha20's", seqNum, size)
+			}
+			for _, tc := range []struct {
+				name   string
+				reader *chacha20Poly1305Cipher
+				packet []byte
+			}{
+				{"AEAD reads chacha20", fastRead, slowPacket.Bytes()},
+				{"chacha20 reads AEAD", slowRead, fastPacket.Bytes()},
+			} {
+				got, err := tc.reader.readCipherPacket(seqNum, bytes.NewReader(tc.packet))
+				if size == 0 {
+					// A packet must carry at least one byte; both readers
+					// reject it after checking the MAC.
+					continue
+				}
+				if err != nil {
+					t.Fatalf("seq %d size %d: %s: %v", seqNum, size, tc.name, err)
+				}
+				if !bytes.Equal(got, payload) {
+					t.Fatalf("seq %d size %d: %s: payload differs", seqNum, size, tc.name)
+				}
+			}
+		}
+	}
+
+	// A flipped bit anywhere in the packet fails the MAC in both readers.
+	payload := bytes.Repeat([]byte{msgIgnore}, 1000)
+	var packet bytes.Buffer
+	if err := fast.writeCipherPacket(7, &packet, bytes.NewReader(make([]byte, 64)), payload); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 3, 4, 500, packet.Len() - 17, packet.Len() - 1} {
+		for name, r := range map[string]*chacha20Poly1305Cipher{"AEAD": fastRead, "chacha20": slowRead} {
+			bad := bytes.Clone(packet.Bytes())
+			bad[i] ^= 0x10
+			if _, err := r.readCipherPacket(7, bytes.NewReader(bad)); err == nil {
+				t.Errorf("%s reader accepted a packet with byte %d flipped", name, i)
+			}
+		}
+	}
+}
