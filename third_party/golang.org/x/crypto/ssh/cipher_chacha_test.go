@@ -1,6 +1,5 @@
-// Copyright 2026 The Go Authors. All rights reserved.
-// Use of this source code is governed by a BSD-style
-// license that can be found in the LICENSE file.
+// Added by sshapi's third_party/x-crypto.patch. Use of this source code is
+// governed by the BSD-style license in the LICENSE file of this module.
 
 package ssh
 
