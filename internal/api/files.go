@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"strconv"
@@ -194,13 +195,41 @@ func bodyPath(field, p string) (string, error) {
 }
 
 // query helpers: a bad value is a 400 naming the parameter.
-// queryGet is r.URL.Query().Get(name) without parsing (and allocating a map for) an empty query,
-// which most requests have: a listing reads up to eight parameters.
+
+// queryScanMax is the most '&' separators a query may have for queryGet to scan it itself;
+// a longer one goes through url.ParseQuery, whose own limit on the number of parameters
+// (GODEBUG urlmaxqueryparams) then applies as before.
+const queryScanMax = 64
+
+// queryGet is r.URL.Query().Get(name) without building the url.Values map: a listing reads up
+// to eight parameters, and parsing the whole query (a map, and every key and value) for each
+// was more than 1% of a 10-entry listing's CPU in the 50-client bench. It reads the pairs as
+// url.ParseQuery does (split at '&'; a pair with ';' or a key or value that does not unescape
+// is skipped) and returns the first value of name, as Values.Get does; url.QueryUnescape
+// allocates only for a key or value with escapes.
 func queryGet(r *http.Request, name string) string {
-	if r.URL.RawQuery == "" {
+	q := r.URL.RawQuery
+	if q == "" {
 		return ""
 	}
-	return r.URL.Query().Get(name)
+	if strings.Count(q, "&") > queryScanMax {
+		return r.URL.Query().Get(name)
+	}
+	for q != "" {
+		var pair string
+		pair, q, _ = strings.Cut(q, "&")
+		if pair == "" || strings.Contains(pair, ";") {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		if key, err := url.QueryUnescape(k); err != nil || key != name {
+			continue
+		}
+		if v, err := url.QueryUnescape(v); err == nil {
+			return v
+		}
+	}
+	return ""
 }
 
 func queryBool(r *http.Request, name string) (bool, error) {

@@ -134,10 +134,23 @@ var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // requestID takes the caller's X-Request-Id if it is sane, or makes one.
 func requestID(r *http.Request) string {
-	if id := r.Header.Get("X-Request-Id"); requestIDPattern.MatchString(id) {
+	if id := r.Header.Get("X-Request-Id"); id != "" && requestIDPattern.MatchString(id) {
 		return id
 	}
-	return strings.ToLower(rand.Text()[:20])
+	return newRequestID()
+}
+
+// newRequestID returns 20 random characters of the lowercase RFC 4648 base32 alphabet (100
+// bits), what strings.ToLower(rand.Text()[:20]) made with three allocations, with one: every
+// request without an X-Request-Id makes one.
+func newRequestID() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	var b [20]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand: it crashes the program instead)
+	for i, c := range b {
+		b[i] = alphabet[c&31]
+	}
+	return string(b[:])
 }
 
 // countingBody counts the bytes a handler reads from the request body.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -40,5 +41,51 @@ func TestQueryParams(t *testing.T) {
 		_ = queryGet(r, "pattern")
 	}); n > 0 {
 		t.Errorf("reading parameters of a request without a query makes %v allocations, want none", n)
+	}
+}
+
+// TestQueryGetMatchesURLValues checks that queryGet answers what r.URL.Query().Get does, for
+// queries with repeated, escaped, malformed and semicolon-separated parameters and for one
+// longer than queryGet scans itself, and that reading the parameters of a listing's query
+// without escapes allocates nothing (parsing it into url.Values allocated a map per read).
+func TestQueryGetMatchesURLValues(t *testing.T) {
+	long := strings.Repeat("x=1&", queryScanMax+1) + "limit=9"
+	queries := []string{
+		"", "limit=7", "limit=7&limit=8", "limit", "limit=", "&&limit=3&", "limit=%zz&limit=4",
+		"%zz=1&limit=5", "limit=1;x=2&limit=6", "lim%69t=7", "limit=a+b%20c", "li+mit=1&limit=2",
+		"recursive=true&limit=10&pattern=*.txt", "pattern=%2A.txt", "=1&limit=2", long,
+	}
+	names := []string{"limit", "recursive", "pattern", "li mit", "x", ""}
+	for _, q := range queries {
+		r := httptest.NewRequest("GET", "/v1/systems/s/ls/tmp", nil)
+		r.URL.RawQuery = q
+		for _, name := range names {
+			if got, want := queryGet(r, name), r.URL.Query().Get(name); got != want {
+				t.Errorf("query %q: queryGet(%q) = %q, url.Values.Get = %q", q, name, got, want)
+			}
+		}
+	}
+	r := httptest.NewRequest("GET", "/v1/systems/s/ls/tmp?limit=10&recursive=false&pattern=f", nil)
+	if n := testing.AllocsPerRun(100, func() {
+		_, _ = queryInt(r, "limit", 100, 1, 1000)
+		_, _ = queryBool(r, "recursive")
+		_ = queryGet(r, "pattern")
+		_ = queryGet(r, "after")
+	}); n > 0 {
+		t.Errorf("reading parameters of a query without escapes makes %v allocations, want none", n)
+	}
+}
+
+// BenchmarkQueryGet reads the eight parameters a listing reads from a query with two of them.
+//
+//	go test -run '^$' -bench QueryGet -benchmem ./internal/api/
+func BenchmarkQueryGet(b *testing.B) {
+	r := httptest.NewRequest("GET", "/v1/systems/s/ls/tmp?limit=10&recursive=false", nil)
+	names := []string{"limit", "recursive", "pattern", "after", "offset", "sort", "hidden", "depth"}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, n := range names {
+			_ = queryGet(r, n)
+		}
 	}
 }

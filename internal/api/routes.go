@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -353,13 +355,17 @@ func (s *Server) observe(rt route, r *http.Request, sw *statusWriter, start time
 		sw.status = http.StatusOK
 	}
 	d := time.Since(start)
-	s.reqDuration.WithLabelValues(rt.method+" "+rt.pattern, fmt.Sprint(sw.status)).Observe(d.Seconds())
-	lvl := s.log.Debug
+	s.reqDuration.WithLabelValues(rt.method+" "+rt.pattern, strconv.Itoa(sw.status)).Observe(d.Seconds())
+	level := slog.LevelDebug
 	if sw.status >= 500 {
-		lvl = s.log.Warn
+		level = slog.LevelWarn
+	}
+	ctx := context.Background() // what Logger.Debug and Logger.Warn pass the handler
+	if !s.log.Enabled(ctx, level) {
+		return // without boxing the attributes below, per request, for a line nobody keeps
 	}
 	// Never log bodies, query strings or headers: they may carry keys or tokens.
-	lvl("http request", "method", r.Method, "route", rt.pattern, "status", sw.status, "duration_ms", d.Milliseconds(), "user", user,
+	s.log.Log(ctx, level, "http request", "method", r.Method, "route", rt.pattern, "status", sw.status, "duration_ms", d.Milliseconds(), "user", user,
 		"client", r.RemoteAddr) // the service believes X-Forwarded-For only from trusted proxies
 }
 
