@@ -132,12 +132,12 @@ func (b *ClientsBench) measure(ctx context.Context, t ClientsTarget) {
 	}
 	s := ClosedLoop(ctx, t.Op, b.Clients, 0, b.Duration, b.Timeout)
 	stopProfile()
-	cpu := selfCPU() - cpu0
-	peer := treeCPU(t.PIDs) - peer0
 	var sshd float64
 	if meter != nil {
 		sshd = meter.Stop()
 	}
+	cpu := selfCPU() - cpu0 - meter.Own()
+	peer := treeCPU(t.PIDs) - peer0
 	s.Target, s.Scenario, s.Command, s.DurationS = t.Name, "clients", t.Case, b.Duration.Seconds()
 	r := ClientsRun{Case: t.Case, Target: t.Name, Request: t.Request, Clients: b.Clients, Summary: s}
 	if s.OK > 0 {

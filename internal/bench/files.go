@@ -151,10 +151,10 @@ func (b *FilesBench) measure(ctx context.Context, target, how, verified, dir str
 	start := time.Now()
 	err := fn(dir, &r)
 	r.Seconds = time.Since(start).Seconds()
-	r.CPUSeconds = selfCPU() - cpu0
 	if meter != nil {
 		r.SSHDCPUSeconds = meter.Stop()
 	}
+	r.CPUSeconds = selfCPU() - cpu0 - meter.Own()
 	stopRSS()
 	if rss {
 		r.PeakRSSMiB = float64(peak.Load()) / (1 << 20)

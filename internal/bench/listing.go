@@ -212,11 +212,11 @@ func (b *ListingBench) measure(ctx context.Context, t ListingTarget, c int) {
 	lat, errs := b.listMany(ctx, t.Op, n, c)
 	el := time.Since(start).Seconds()
 	r := ListingRun{Target: t.Name, Entries: b.Entries, Concurrency: c, Listings: n, Failed: len(errs), Seconds: el}
-	cpu := selfCPU() - cpu0
 	var sshd float64
 	if meter != nil {
 		sshd = meter.Stop()
 	}
+	cpu := selfCPU() - cpu0 - meter.Own()
 	if ok := len(lat); ok > 0 {
 		r.PerSecond = float64(ok) / el
 		r.P50, r.P90, r.P99 = percentile(lat, 50), percentile(lat, 90), percentile(lat, 99)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,5 +199,43 @@ func TestProcTicksWalkFindsTree(t *testing.T) {
 	}
 	if len(walk) != len(scan) {
 		t.Errorf("walk found %d processes, scan %d", len(walk), len(scan))
+	}
+}
+
+// TestCPUMeterOwn: the meter measures what its own sampling cost (reading the trees' processes
+// takes CPU of its thread), and that is part of the process's CPU, so callers can take it off.
+func TestCPUMeterOwn(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `for i in $(seq 20); do sleep 30 & done; echo up; wait`)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("pkill", "-P", strconv.Itoa(cmd.Process.Pid)).Run()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	own0, _ := splitCPU()
+	m := startCPUMeter([]int{cmd.Process.Pid})
+	if got := len(procTicks([]int{cmd.Process.Pid})); got < 2 {
+		t.Fatalf("the tree has %d processes", got)
+	}
+	m.Stop()
+	own1, _ := splitCPU()
+	if m.Own() <= 0 {
+		t.Fatalf("meter's own CPU %.6fs, want > 0 (it read the tree at least twice)", m.Own())
+	}
+	if m.Own() > own1-own0+0.01 { // rusage counts in µs, the thread clock in ns
+		t.Errorf("meter's own CPU %.6fs exceeds the process's %.6fs", m.Own(), own1-own0)
+	}
+	var none *cpuMeter
+	if none.Own() != 0 {
+		t.Error("a nil meter took CPU")
 	}
 }
