@@ -464,7 +464,12 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return uploadErr(err)
 		}
-		writeJSON(w, http.StatusCreated, res)
+		// The file is in place and every handle closed: the answer goes out now, complete,
+		// not after the channels are given back (stripe channels closing, the first channel
+		// parked or closed: a round trip or more on a long path). Kept listings are dropped
+		// first, so a listing the client sends on seeing the answer shows the file.
+		s.listSnaps.Invalidate(snapshotID(t))
+		writeJSONNow(w, http.StatusCreated, res)
 		return nil
 	}))
 }
