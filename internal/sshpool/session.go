@@ -55,14 +55,16 @@ type SFTPLease struct {
 	once  sync.Once
 }
 
-// Close ends the lease and returns its slot. The channel itself stays open, idle, for the next
-// lease of the same key where the pool keeps it (see SFTPIdlePerConn); the caller must have
-// closed its files and have no request in flight.
+// Close ends the lease and returns its slot. The channel itself stays open for the next
+// borrower: the connection's shared SFTP channel it was lent as (see takeSharedLocked) is that
+// again where the connection has none (reshareLocked); any other is kept idle for the next lease
+// of the same key where the pool keeps it (see SFTPIdlePerConn). The caller must have closed its
+// files and have no request in flight.
 func (l *SFTPLease) Close() error {
 	var err error
 	l.once.Do(func() {
 		l.p.mu.Lock()
-		kept := l.p.parkLocked(l.c, l.ch, l.place)
+		kept := l.p.reshareLocked(l.c, l.ch, l.place) || l.p.parkLocked(l.c, l.ch, l.place)
 		l.p.mu.Unlock()
 		if kept {
 			return
@@ -85,8 +87,9 @@ func (l *SFTPLease) Abort() {
 	_ = l.Close()
 }
 
-// DedicatedSFTP opens a new SFTP channel that only the caller uses, on a pooled connection
-// (packed onto the busiest one with room).
+// DedicatedSFTP lends an SFTP channel that only the caller uses, on a pooled connection: an
+// idle one of t's key, or the shared one of a connection nobody borrows at the moment (see
+// takeSharedLocked), or else a new one (packed onto the busiest connection with room).
 func (p *Pool) DedicatedSFTP(ctx context.Context, t Target) (*SFTPLease, error) {
 	return p.dedicatedSFTP(ctx, t, placeBulk)
 }
@@ -106,7 +109,9 @@ func (p *Pool) dedicatedSFTP(ctx context.Context, t Target, pl placement) (*SFTP
 	var c *conn
 	var dc *dataChan
 	if kp := p.keys[t.Key]; kp != nil && !p.closing && kp.authErr == nil {
-		c, dc = kp.takeIdleLocked(pl)
+		if c, dc = kp.takeIdleLocked(pl); dc == nil {
+			c, dc = kp.takeSharedLocked(pl)
+		}
 	}
 	p.mu.Unlock()
 	if dc != nil {
@@ -333,7 +338,7 @@ func (s *SharedSFTP) Done(err error) {
 				// Its channel failed under a request: lend it no more, so a retry opens a new
 				// channel (and finds the connection dead, if it is) instead of failing on this
 				// one before watchSFTP or the probe notice. As watchSFTP would, the slot returns.
-				c.sftp = nil
+				c.sftp, c.sftpCh = nil, nil
 				c.slots++
 				go s.Client.Close()
 				p.serveWaitersLocked(c.kp)
@@ -429,25 +434,37 @@ func (p *Pool) openShared(ctx context.Context, t Target) (*SharedSFTP, error) {
 		go cl.Close()
 		return nil, nil
 	}
-	// The slot now belongs to the SFTP channel for the connection's life.
-	c.sftp = cl
+	// The slot now belongs to the SFTP channel for the connection's life (or until a dedicated
+	// lease takes it while nobody borrows it: see takeSharedLocked).
 	c.slots--
 	c.inUse--
 	c.sftpUse++
-	p.wg.Add(1)
-	go p.watchSFTP(c, cl)
+	p.makeSharedLocked(c, &dataChan{cl: cl})
 	return &SharedSFTP{Client: cl, p: p, c: c}, nil
 }
 
+// makeSharedLocked makes ch c's shared SFTP channel, whose slot c.slots no longer counts, and
+// watches it (once in its life) so that it is cleared when its channel ends.
+func (p *Pool) makeSharedLocked(c *conn, ch *dataChan) {
+	c.sftp, c.sftpCh = ch.cl, ch
+	if !ch.shareWatched {
+		ch.shareWatched = true
+		p.wg.Add(1)
+		go p.watchSFTP(c, ch)
+	}
+}
+
 // watchSFTP clears the connection's shared SFTP client if its channel ends on its own, so the next
-// borrower opens a new one.
-func (p *Pool) watchSFTP(c *conn, cl *sftp.Client) {
+// borrower opens a new one; it marks ch closed, so that it is neither parked nor shared again
+// once lent.
+func (p *Pool) watchSFTP(c *conn, ch *dataChan) {
 	defer p.wg.Done()
-	_ = cl.Wait()
+	_ = ch.cl.Wait()
+	ch.closed.Store(true)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c.sftp == cl {
-		c.sftp = nil
+	if c.sftp == ch.cl {
+		c.sftp, c.sftpCh = nil, nil
 		if !c.dead {
 			c.slots++
 			p.serveWaitersLocked(c.kp)
