@@ -440,7 +440,12 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		}
 		return func() {}
 	}
-	defer func() { s.log.Debug("upload timeline", "steps", tl.String()) }()
+	logged := false // on success, the timeline is logged before the answer goes out
+	defer func() {
+		if !logged {
+			s.log.Debug("upload timeline", "steps", tl.String())
+		}
+	}()
 	return body.err(s.fsCallPre(r, true, false, pre, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
 		tl.note("channel")
 		if early == nil {
@@ -469,6 +474,8 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		// parked or closed: a round trip or more on a long path). Kept listings are dropped
 		// first, so a listing the client sends on seeing the answer shows the file.
 		s.listSnaps.Invalidate(snapshotID(t))
+		s.log.Debug("upload timeline", "steps", tl.String())
+		logged = true
 		writeJSONNow(w, http.StatusCreated, res)
 		return nil
 	}))

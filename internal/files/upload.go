@@ -250,7 +250,8 @@ type modeHandle struct {
 }
 
 // openModeHandle starts opening a second, read-only handle to tmp, which the caller has just
-// created (O_EXCL) and made owner-only.
+// created (O_EXCL) and made owner-only; by its name, as each stripe channel opens it (JoinOn).
+// It reads and writes nothing.
 func (f *FS) openModeHandle(tmp string) *modeHandle {
 	m := &modeHandle{done: make(chan struct{}), closed: make(chan struct{})}
 	go func() { // owned by m: close waits for it

@@ -54,12 +54,14 @@ func (kp *keyPool) takeIdleLocked(pl placement) (*conn, *dataChan) {
 // open, so the lease costs no round trip, where opening one costs three. Its slot, which the
 // shared channel held for good, is lent instead (c.slots counts it again, c.inUse holds it), so
 // the connection's channels and every bound on them stay as they were. The next borrower of a
-// shared channel opens a new one, unless the lease gave this one back first (reshareLocked). A
-// spread channel takes one only on a connection that carries no file data.
+// shared channel opens a new one, unless the lease gave this one back first (reshareLocked):
+// it is taken only from a connection with room for another channel, so that borrower finds a
+// slot rather than waiting for the lease to end. A spread channel takes one only on a
+// connection that carries no file data.
 func (kp *keyPool) takeSharedLocked(pl placement) (*conn, *dataChan) {
 	var best *conn
 	for _, c := range kp.conns {
-		if c.dead || c.sftpCh == nil || c.sftpUse > 0 || c.sftpCh.closed.Load() || (pl == placeSpread && c.bulk > 0) {
+		if !c.hasRoom() || c.sftpCh == nil || c.sftpUse > 0 || c.sftpCh.closed.Load() || (pl == placeSpread && c.bulk > 0) {
 			continue
 		}
 		if best == nil || c.bulk < best.bulk {

@@ -95,3 +95,36 @@ func TestDedicatedTakesIdleShared(t *testing.T) {
 		t.Fatalf("%d idle channels, want 2 (the taken one parked beside the other)", st.IdleSFTP)
 	}
 }
+
+// TestDedicatedLeavesSharedOnFullConn: a connection with no room for another channel keeps its
+// shared SFTP channel: a dedicated lease that took it would leave the next listing waiting for a
+// slot. The lease gets a channel elsewhere.
+func TestDedicatedLeavesSharedOnFullConn(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	ctx := t.Context()
+	p, _ := newPool(t, Config{})
+	tg := target(t, srv, "full", srv.Signer)
+	tg.MaxSessions = 3 // one slot per connection: the shared channel's
+	s, err := p.SFTP(ctx, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := s.Client
+	s.Done(nil)
+	l, err := p.DedicatedSFTP(ctx, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Client == shared {
+		t.Fatal("the lease took the shared channel of a connection with no room left")
+	}
+	s, err = p.SFTP(ctx, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Done(nil)
+	if s.Client != shared {
+		t.Fatal("the shared channel changed")
+	}
+}
