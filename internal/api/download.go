@@ -128,11 +128,14 @@ const channelWindow = 2 << 20
 var chunkPool sync.Pool
 
 // stripeSet is what a striped download or upload holds: its chunk buffers and the further SFTP
-// channels, delivered on chans as they open; release gives all of it back.
+// channels, delivered on chans as they open; release gives all of it back, freeBufs only the
+// buffers (and their budget), for a caller done with them before it gives the channels back.
+// Each may be called more than once.
 type stripeSet struct {
-	chans   <-chan *sftp.Client
-	bufs    [][]byte
-	release func()
+	chans    <-chan *sftp.Client
+	bufs     [][]byte
+	freeBufs func()
+	release  func()
 }
 
 // stripeChannels is the channel count that fills the bandwidth-delay product of the assumed
@@ -229,12 +232,15 @@ func (s *Server) stripesWith(ctx context.Context, t sshpool.Target, c *sftp.Clie
 	}
 	chans, closeLeases := s.leaseExtra(ctx, t, n-1, early)
 	s.log.Debug("striping a file transfer", "rtt", rtt, "channels", n, "chunks", k, "spare", spare)
-	return &stripeSet{chans: chans, bufs: bufs, release: func() {
-		closeLeases()
+	freeBufs := sync.OnceFunc(func() {
 		putChunkBuffers(bufs)
 		lease.Release()
 		spareLease.Release()
-	}}
+	})
+	return &stripeSet{chans: chans, bufs: bufs, freeBufs: freeBufs, release: sync.OnceFunc(func() {
+		closeLeases()
+		freeBufs()
+	})}
 }
 
 // leaseExtra starts opening n dedicated SFTP channels to t at once and delivers each on the

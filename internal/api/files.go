@@ -469,7 +469,12 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		}
 		return func() {}
 	}
-	defer func() { s.log.Debug("upload timeline", "steps", tl.String()) }()
+	logged := false // on success, the timeline is logged before the answer goes out
+	defer func() {
+		if !logged {
+			s.log.Debug("upload timeline", "steps", tl.String())
+		}
+	}()
 	return body.err(s.fsCallPre(r, true, false, pre, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
 		tl.note("channel")
 		if early == nil {
@@ -486,14 +491,23 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		// chunks over this one, where the budget has room. The round-trip probe that decides
 		// (and the stripe channels' opening it starts) runs beside the upload's first requests:
 		// Upload asks for the plan once its temporary file exists.
-		plan, release := s.planUpload(r.Context(), t, c, r.ContentLength, early, tl)
+		plan, freeBufs, release := s.planUpload(r.Context(), t, c, r.ContentLength, early, tl)
 		defer release()
 		opts.Plan, opts.Trace = plan, tl.note
 		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
 		if err != nil {
 			return uploadErr(err)
 		}
-		writeJSON(w, http.StatusCreated, res)
+		// The file is in place and every handle closed: the answer goes out now, complete,
+		// not after the channels are given back (stripe channels closing, the first channel
+		// parked or closed: a round trip or more on a long path). Kept listings are dropped
+		// first, so a listing the client sends on seeing the answer shows the file.
+		s.listSnaps.Invalidate(snapshotID(t))
+		// The chunk buffers' budget too: the client's next upload may stripe with it at once.
+		freeBufs()
+		s.log.Debug("upload timeline", "steps", tl.String())
+		logged = true
+		writeJSONNow(w, http.StatusCreated, res)
 		return nil
 	}))
 }
@@ -520,34 +534,41 @@ func (s *Server) earlyStripeCount(k sshpool.Key, size int64) (near, far int) {
 // planUpload starts deciding, in the background, how an upload of size bytes to t (whose first
 // channel is c) moves its body: striped over several channels (see stripes) or in chunks over c
 // alone (see uploadChunks). plan waits for the decision and returns the stripe channels (nil
-// when not striped) and buffers; release, which the caller defers, waits for the decision too
-// (whether or not plan was called) and releases everything it holds.
+// when not striped) and buffers; freeBufs, once the upload is done with the buffers, waits for
+// the decision and gives the buffers (and their budget) back; release, which the caller defers,
+// waits for the decision too (whether or not plan was called) and releases everything it holds.
 //
 // early, if not nil, holds stripe connections asked for before c (see earlyStripes): used as
 // stripes, or given back as soon as the upload turns out not to stripe. tl records when the
 // decision was taken ("planned").
-func (s *Server) planUpload(ctx context.Context, t sshpool.Target, c *sftp.Client, size int64, early *earlyStripes, tl *timeline) (plan func() (<-chan *sftp.Client, [][]byte), release func()) {
+func (s *Server) planUpload(ctx context.Context, t sshpool.Target, c *sftp.Client, size int64, early *earlyStripes, tl *timeline) (plan func() (<-chan *sftp.Client, [][]byte), freeBufs, release func()) {
 	var (
-		chans   <-chan *sftp.Client
-		bufs    [][]byte
-		free    = func() {}
-		decided = make(chan struct{})
+		chans    <-chan *sftp.Client
+		bufs     [][]byte
+		free     = func() {}
+		bufsFree = func() {}
+		decided  = make(chan struct{})
 	)
 	go func() { // owned by the request: release waits for it
 		defer close(decided)
 		defer tl.note("probed")
 		if st := s.stripesWith(ctx, t, c, size, early); st != nil {
-			chans, bufs, free = st.chans, st.bufs, st.release
+			chans, bufs, free, bufsFree = st.chans, st.bufs, st.release, st.freeBufs
 			return
 		}
 		if early != nil {
 			early.stop()
 		}
 		bufs, free = s.uploadChunks(ctx, size)
+		free = sync.OnceFunc(free)
+		bufsFree = free
 	}()
 	return func() (<-chan *sftp.Client, [][]byte) {
 			<-decided
 			return chans, bufs
+		}, func() {
+			<-decided
+			bufsFree()
 		}, func() {
 			<-decided
 			free()

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,4 +153,22 @@ func errBusy(what string, err error) error {
 	e.retryAfter = 5
 	e.err = err
 	return e
+}
+
+// writeJSONNow writes v as writeJSON does, with its Content-Length, and flushes it: the client
+// has the whole answer while the handler still cleans up (gives its SSH channels back), instead
+// of once the handler returns.
+func writeJSONNow(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as writeJSON
+	_ = enc.Encode(v)        // as writeJSON: the plain structs it is given always encode
+	b := buf.Bytes()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	if _, err := w.Write(b); err != nil {
+		return // the client is gone, or the audit refused: nothing to push
+	}
+	_ = http.NewResponseController(w).Flush()
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/pkg/sftp"
@@ -63,7 +64,8 @@ type UploadOptions struct {
 	// Trace, if set, is told of each step of the upload as it ends, for timing it: "created"
 	// (the temporary file exists, owner-only), "planned" (Plan returned), "joined" (a stripe
 	// channel's handle started writing), "written" (the body is read and every write
-	// acknowledged), "closed" (mode set, every handle closed) and "renamed". It must not block.
+	// acknowledged), "closed" (mode set, every handle written through closed) and "renamed".
+	// It must not block.
 	Trace func(step string)
 }
 
@@ -177,6 +179,12 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	if err := checkCtx(ctx, op, abs); err != nil {
 		return nil, err
 	}
+	// A second handle to the temporary file, opened beside the data, only sets its final mode at
+	// the end: that fsetstat and the close of the handle the data went through then go out
+	// together (on one handle the close would wait for the fsetstat's reply), one round trip
+	// before the rename instead of two.
+	moder := f.openModeHandle(tmp)
+	defer moder.close()
 	opts.trace("created")
 	if opts.Plan != nil {
 		opts.Stripes, opts.Buffers = opts.Plan()
@@ -205,11 +213,10 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 		return nil, f.writeErr(op, abs, err)
 	}
 	opts.trace("written")
-	// The data is complete: the file gets its final mode before it appears under its name.
-	if err := file.Chmod(mode); err != nil {
-		return nil, f.writeErr(op, abs, err)
-	}
-	if err := file.Close(); err != nil {
+	// The data is complete: the file gets its final mode before it appears under its name, and
+	// every handle written through has closed without an error (a late write error) before it
+	// is renamed.
+	if err := f.chmodClose(file, moder, mode); err != nil {
 		return nil, f.writeErr(op, abs, err)
 	}
 	if err := stripesClosed(); err != nil {
@@ -223,6 +230,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	if err := checkCtx(ctx, op, abs); err != nil {
 		return nil, err
 	}
+	moder.closeAsync() // beside the rename: it wrote nothing, so its close reports nothing of use
 	if err := f.rename(op, tmp, abs, opts.Overwrite); err != nil {
 		return nil, err
 	}
@@ -230,6 +238,66 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	gone()
 	opts.trace("renamed")
 	return &UploadResult{Path: abs, Size: n, SHA256: sum}, nil
+}
+
+// modeHandle is a read-only handle to an upload's temporary file used only to set its final mode
+// (fsetstat, which never follows a symlink), opened in the background.
+type modeHandle struct {
+	done   chan struct{} // closed once the open has answered
+	file   *sftp.File    // nil if the open failed
+	closed chan struct{} // closed once file is closed (or there is nothing to close)
+	once   sync.Once
+}
+
+// openModeHandle starts opening a second, read-only handle to tmp, which the caller has just
+// created (O_EXCL) and made owner-only; by its name, as each stripe channel opens it (JoinOn).
+// It reads and writes nothing.
+func (f *FS) openModeHandle(tmp string) *modeHandle {
+	m := &modeHandle{done: make(chan struct{}), closed: make(chan struct{})}
+	go func() { // owned by m: close waits for it
+		defer close(m.done)
+		if h, err := f.c.OpenFile(tmp, os.O_RDONLY); err == nil {
+			m.file = h
+		}
+	}()
+	return m
+}
+
+// closeAsync starts closing the handle (once the open has answered), without waiting.
+func (m *modeHandle) closeAsync() {
+	m.once.Do(func() {
+		go func() { // owned by m: close waits for it
+			defer close(m.closed)
+			<-m.done
+			if m.file != nil {
+				_ = m.file.Close()
+			}
+		}()
+	})
+}
+
+// close closes the handle and waits for its open and its close to end.
+func (m *modeHandle) close() {
+	m.closeAsync()
+	<-m.closed
+}
+
+// chmodClose sets file's final mode and closes it: through m's handle, the fsetstat and the
+// close in flight together, or, where m's open failed, on file itself, one after the other. Both
+// must succeed.
+func (f *FS) chmodClose(file *sftp.File, m *modeHandle, mode os.FileMode) error {
+	<-m.done // opened beside the data: long since answered
+	if m.file == nil {
+		if err := file.Chmod(mode); err != nil {
+			_ = file.Close()
+			return err
+		}
+		return file.Close()
+	}
+	chmodErr := make(chan error, 1)
+	go func() { chmodErr <- m.file.Chmod(mode) }() // owned here: received below
+	closeErr := file.Close()
+	return errors.Join(<-chmodErr, closeErr)
 }
 
 // tempMode is the mode of a temporary file until it is complete: only its owner may open it.

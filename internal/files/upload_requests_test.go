@@ -273,3 +273,54 @@ func TestUploadRequests(t *testing.T) {
 		t.Fatalf("the stripe channel was asked for %v, want the temporary file opened and written", sops)
 	}
 }
+
+// SFTP packet types of an upload's end (draft-ietf-secsh-filexfer-02).
+const (
+	fxpWrite    = 6
+	fxpFsetstat = 10
+)
+
+// TestUploadEndPipelined: once an upload's data is written, the fsetstat that gives the file its
+// final mode (by handle) and the close of the handle the data went through are in flight
+// together (the relay holds either's reply until the other was sent), and the file still gets
+// its mode, its content and its name only after both, with no temporary file left.
+func TestUploadEndPipelined(t *testing.T) {
+	tests := []struct {
+		name string
+		opts UploadOptions
+		want os.FileMode
+	}{
+		{"default mode", UploadOptions{}, DefaultFileMode},
+		{"given mode", UploadOptions{Mode: 0o640}, 0o640},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			dst := filepath.Join(dir, "up.bin")
+			wrote := false // the gate's matchers see every request in order, one at a time
+			g := &pairGate{t: t, giveUp: 5 * time.Second, want: [2]func(byte, string) bool{
+				func(typ byte, _ string) bool {
+					wrote = wrote || typ == fxpWrite
+					return wrote && typ == fxpFsetstat
+				},
+				func(typ byte, _ string) bool { return wrote && typ == fxpClose },
+			}}
+			c, requests := gatedSFTP(t, g)
+			data := make([]byte, 1<<20+3)
+			_, _ = rand.Read(data)
+			f := New(c, noRunner{t}, Options{})
+			if _, err := f.Upload(t.Context(), dst, bytes.NewReader(data), tt.opts); err != nil {
+				t.Fatal(err)
+			}
+			_ = requests()
+			got, err := os.ReadFile(dst)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("uploaded file differs (%v)", err)
+			}
+			if fi, _ := os.Stat(dst); fi.Mode().Perm() != tt.want {
+				t.Fatalf("mode %v, want %v", fi.Mode().Perm(), tt.want)
+			}
+			assertNoTemps(t, dir)
+		})
+	}
+}

@@ -14,12 +14,14 @@ import (
 // next lease for the same key takes it. An idle channel holds one of the connection's slots; a
 // channel that needs the slot closes the oldest idle one instead of waiting.
 
-// dataChan is one dedicated SFTP channel, lent or idle.
+// dataChan is one SFTP channel: dedicated (lent or idle) or a connection's shared one. A
+// channel may change between the two (takeSharedLocked, reshareLocked).
 type dataChan struct {
-	cl      *sftp.Client
-	since   time.Time   // when it went idle
-	closed  atomic.Bool // its channel ended (watchData saw Wait return)
-	watched bool        // a watchData goroutine runs for it (pool mutex)
+	cl           *sftp.Client
+	since        time.Time   // when it went idle
+	closed       atomic.Bool // its channel ended (watchData or watchSFTP saw Wait return)
+	watched      bool        // a watchData goroutine runs for it (pool mutex)
+	shareWatched bool        // a watchSFTP goroutine runs for it (pool mutex)
 }
 
 // takeIdleLocked lends an idle data channel of kp for a channel placed by pl, or returns nil.
@@ -45,6 +47,55 @@ func (kp *keyPool) takeIdleLocked(pl placement) (*conn, *dataChan) {
 	best.idle = best.idle[:len(best.idle)-1]
 	best.lendLocked(pl)
 	return best, ch
+}
+
+// takeSharedLocked lends, for a channel placed by pl, the shared SFTP channel of one of kp's
+// connections that nobody borrows (a listing's, say), or returns nil: the channel is already
+// open, so the lease costs no round trip, where opening one costs three. Its slot, which the
+// shared channel held for good, is lent instead (c.slots counts it again, c.inUse holds it), so
+// the connection's channels and every bound on them stay as they were. The next borrower of a
+// shared channel opens a new one, unless the lease gave this one back first (reshareLocked):
+// it is taken only from a connection with room for another channel, so that borrower finds a
+// slot rather than waiting for the lease to end. A spread channel takes one only on a
+// connection that carries no file data.
+func (kp *keyPool) takeSharedLocked(pl placement) (*conn, *dataChan) {
+	var best *conn
+	for _, c := range kp.conns {
+		if !c.hasRoom() || c.sftpCh == nil || c.sftpUse > 0 || c.sftpCh.closed.Load() || (pl == placeSpread && c.bulk > 0) {
+			continue
+		}
+		if best == nil || c.bulk < best.bulk {
+			best = c
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	ch := best.sftpCh
+	best.sftp, best.sftpCh = nil, nil
+	best.slots++
+	best.lendLocked(pl)
+	return best, ch
+}
+
+// reshareLocked gives ch, a shared SFTP channel that a dedicated lease took (takeSharedLocked)
+// and whose lease ends, back to c as its shared channel where c has none again, and reports
+// whether it did: the next listing or stat then needs no channel of its own. Its slot moves from
+// lent to the shared channel's. As with parking, not while the pool stops, on a dead
+// connection, for a channel that ended, while a shared channel is being opened, or when someone
+// waits for a slot of the key. Channels opened as dedicated ones are parked as before.
+func (p *Pool) reshareLocked(c *conn, ch *dataChan, pl placement) bool {
+	if !ch.shareWatched || p.closing || c.dead || ch.closed.Load() || c.sftp != nil || c.kp.sftpPending != nil || len(c.kp.waiters) > 0 {
+		return false
+	}
+	c.inUse--
+	if pl.bulk() {
+		c.bulk--
+	}
+	c.slots--
+	c.lastUsed = time.Now()
+	p.makeSharedLocked(c, ch)
+	return true
 }
 
 // parkLocked keeps ch idle on c instead of closing it, moving its slot from lent to idle, and

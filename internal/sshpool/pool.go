@@ -374,6 +374,7 @@ type conn struct {
 	idle     []*dataChan // dedicated SFTP channels kept open for the next lease, oldest first
 	tunnels  int         // direct-tcpip channels carrying other pooled connections
 	sftp     *sftp.Client
+	sftpCh   *dataChan  // sftp's channel (nil with it)
 	sftpUse  int        // borrowers of the shared SFTP client
 	shell    *shellChan // the shared shell for short commands (shell.go), or nil
 	lastUsed time.Time

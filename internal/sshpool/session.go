@@ -55,14 +55,16 @@ type SFTPLease struct {
 	once  sync.Once
 }
 
-// Close ends the lease and returns its slot. The channel itself stays open, idle, for the next
-// lease of the same key where the pool keeps it (see SFTPIdlePerConn); the caller must have
-// closed its files and have no request in flight.
+// Close ends the lease and returns its slot. The channel itself stays open for the next
+// borrower: the connection's shared SFTP channel it was lent as (see takeSharedLocked) is that
+// again where the connection has none (reshareLocked); any other is kept idle for the next lease
+// of the same key where the pool keeps it (see SFTPIdlePerConn). The caller must have closed its
+// files and have no request in flight.
 func (l *SFTPLease) Close() error {
 	var err error
 	l.once.Do(func() {
 		l.p.mu.Lock()
-		kept := l.p.parkLocked(l.c, l.ch, l.place)
+		kept := l.p.reshareLocked(l.c, l.ch, l.place) || l.p.parkLocked(l.c, l.ch, l.place)
 		l.p.mu.Unlock()
 		if kept {
 			return
@@ -85,8 +87,9 @@ func (l *SFTPLease) Abort() {
 	_ = l.Close()
 }
 
-// DedicatedSFTP opens a new SFTP channel that only the caller uses, on a pooled connection
-// (packed onto the busiest one with room).
+// DedicatedSFTP lends an SFTP channel that only the caller uses, on a pooled connection: an
+// idle one of t's key, or the shared one of a connection nobody borrows at the moment (see
+// takeSharedLocked), or else a new one (packed onto the busiest connection with room).
 func (p *Pool) DedicatedSFTP(ctx context.Context, t Target) (*SFTPLease, error) {
 	return p.dedicatedSFTP(ctx, t, placeBulk)
 }
@@ -106,7 +109,9 @@ func (p *Pool) dedicatedSFTP(ctx context.Context, t Target, pl placement) (*SFTP
 	var c *conn
 	var dc *dataChan
 	if kp := p.keys[t.Key]; kp != nil && !p.closing && kp.authErr == nil {
-		c, dc = kp.takeIdleLocked(pl)
+		if c, dc = kp.takeIdleLocked(pl); dc == nil {
+			c, dc = kp.takeSharedLocked(pl)
+		}
 	}
 	p.mu.Unlock()
 	if dc != nil {
@@ -158,7 +163,7 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 		defer wg.Wait()
 	}
 	if p.cfg.SFTPMaxPacket > 0 {
-		return sftp.NewClient(sc, p.sftpOptions(p.cfg.SFTPMaxPacket)...)
+		return openSFTP(sc, p.sftpOptions(p.cfg.SFTPMaxPacket)...)
 	}
 	w := wireOf(sc)
 	known := 0
@@ -166,7 +171,7 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 		known = int(w.sftpPacket.Load())
 	}
 	if known == 0 && sftpPacketFor(string(sc.ServerVersion()), true) == largeSFTPPacket {
-		cl, err := sftp.NewClient(sc, p.sftpOptions(largeSFTPPacket)...)
+		cl, err := openSFTP(sc, p.sftpOptions(largeSFTPPacket)...)
 		if err != nil {
 			return nil, err
 		}
@@ -183,7 +188,32 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 	if known == 0 {
 		known = smallSFTPPacket
 	}
-	return sftp.NewClient(sc, p.sftpOptions(known)...)
+	return openSFTP(sc, p.sftpOptions(known)...)
+}
+
+// openSFTP starts an SFTP client with opts on a new session channel of sc: the channel open,
+// then the subsystem request and the SFTP version exchange sent together, two round trips where
+// sftp.NewClient takes three (it waits for the subsystem request's reply). The request wants no
+// reply: a server that refuses it closes the channel or leaves it silent, and the version
+// exchange fails or, silent, is bounded as every open is (openBounded). The channel's requests
+// are refused and its stderr discarded, as sftp.NewClient leaves them.
+func openSFTP(sc *ssh.Client, opts ...sftp.ClientOption) (*sftp.Client, error) {
+	ch, reqs, err := sc.OpenChannel("session", nil)
+	if err != nil {
+		return nil, err
+	}
+	go ssh.DiscardRequests(reqs)                            // ends when the channel does
+	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }() // ends when the channel does
+	if _, err := ch.SendRequest("subsystem", false, ssh.Marshal(struct{ Name string }{"sftp"})); err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("sftp subsystem: %w", err)
+	}
+	cl, err := sftp.NewClientPipe(ch, ch, opts...)
+	if err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	return cl, nil
 }
 
 // measureWireRTT times one global request that wants a reply (keepalive@openssh.com, which an
@@ -333,7 +363,7 @@ func (s *SharedSFTP) Done(err error) {
 				// Its channel failed under a request: lend it no more, so a retry opens a new
 				// channel (and finds the connection dead, if it is) instead of failing on this
 				// one before watchSFTP or the probe notice. As watchSFTP would, the slot returns.
-				c.sftp = nil
+				c.sftp, c.sftpCh = nil, nil
 				c.slots++
 				go s.Client.Close()
 				p.serveWaitersLocked(c.kp)
@@ -429,25 +459,37 @@ func (p *Pool) openShared(ctx context.Context, t Target) (*SharedSFTP, error) {
 		go cl.Close()
 		return nil, nil
 	}
-	// The slot now belongs to the SFTP channel for the connection's life.
-	c.sftp = cl
+	// The slot now belongs to the SFTP channel for the connection's life (or until a dedicated
+	// lease takes it while nobody borrows it: see takeSharedLocked).
 	c.slots--
 	c.inUse--
 	c.sftpUse++
-	p.wg.Add(1)
-	go p.watchSFTP(c, cl)
+	p.makeSharedLocked(c, &dataChan{cl: cl})
 	return &SharedSFTP{Client: cl, p: p, c: c}, nil
 }
 
+// makeSharedLocked makes ch c's shared SFTP channel, whose slot c.slots no longer counts, and
+// watches it (once in its life) so that it is cleared when its channel ends.
+func (p *Pool) makeSharedLocked(c *conn, ch *dataChan) {
+	c.sftp, c.sftpCh = ch.cl, ch
+	if !ch.shareWatched {
+		ch.shareWatched = true
+		p.wg.Add(1)
+		go p.watchSFTP(c, ch)
+	}
+}
+
 // watchSFTP clears the connection's shared SFTP client if its channel ends on its own, so the next
-// borrower opens a new one.
-func (p *Pool) watchSFTP(c *conn, cl *sftp.Client) {
+// borrower opens a new one; it marks ch closed, so that it is neither parked nor shared again
+// once lent.
+func (p *Pool) watchSFTP(c *conn, ch *dataChan) {
 	defer p.wg.Done()
-	_ = cl.Wait()
+	_ = ch.cl.Wait()
+	ch.closed.Store(true)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c.sftp == cl {
-		c.sftp = nil
+	if c.sftp == ch.cl {
+		c.sftp, c.sftpCh = nil, nil
 		if !c.dead {
 			c.slots++
 			p.serveWaitersLocked(c.kp)
