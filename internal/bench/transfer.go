@@ -159,12 +159,13 @@ func (b *TransferBench) measurePool(scenario, pool, target string, streams int, 
 	start := time.Now()
 	used, err := fn()
 	el := time.Since(start).Seconds()
+	var sshd float64
+	if meter != nil {
+		sshd = meter.Stop()
+	}
 	own1, child1 := splitCPU()
 	r := TransferRun{Path: b.Path, Scenario: scenario, Cipher: b.Cipher, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
-		Seconds: el, CPUSeconds: own1 + child1 - own0 - child0, ChildCPUSeconds: child1 - child0, LinkMBps: b.LinkMBps, Pool: pool}
-	if meter != nil {
-		r.SSHDCPUSeconds = meter.Stop()
-	}
+		Seconds: el, CPUSeconds: own1 + child1 - own0 - child0 - meter.Own(), ChildCPUSeconds: child1 - child0, SSHDCPUSeconds: sshd, LinkMBps: b.LinkMBps, Pool: pool}
 	if err != nil {
 		r.Error = err.Error()
 	} else if el > 0 {
