@@ -163,7 +163,7 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 		defer wg.Wait()
 	}
 	if p.cfg.SFTPMaxPacket > 0 {
-		return openSFTP(sc, p.sftpOptions(p.cfg.SFTPMaxPacket)...)
+		return sftp.NewClient(sc, p.sftpOptions(p.cfg.SFTPMaxPacket)...)
 	}
 	w := wireOf(sc)
 	known := 0
@@ -171,7 +171,7 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 		known = int(w.sftpPacket.Load())
 	}
 	if known == 0 && sftpPacketFor(string(sc.ServerVersion()), true) == largeSFTPPacket {
-		cl, err := openSFTP(sc, p.sftpOptions(largeSFTPPacket)...)
+		cl, err := sftp.NewClient(sc, p.sftpOptions(largeSFTPPacket)...)
 		if err != nil {
 			return nil, err
 		}
@@ -188,32 +188,7 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 	if known == 0 {
 		known = smallSFTPPacket
 	}
-	return openSFTP(sc, p.sftpOptions(known)...)
-}
-
-// openSFTP starts an SFTP client with opts on a new session channel of sc: the channel open,
-// then the subsystem request and the SFTP version exchange sent together, two round trips where
-// sftp.NewClient takes three (it waits for the subsystem request's reply). The request wants no
-// reply: a server that refuses it closes the channel or leaves it silent, and the version
-// exchange fails or, silent, is bounded as every open is (openBounded). The channel's requests
-// are refused and its stderr discarded, as sftp.NewClient leaves them.
-func openSFTP(sc *ssh.Client, opts ...sftp.ClientOption) (*sftp.Client, error) {
-	ch, reqs, err := sc.OpenChannel("session", nil)
-	if err != nil {
-		return nil, err
-	}
-	go ssh.DiscardRequests(reqs)                            // ends when the channel does
-	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }() // ends when the channel does
-	if _, err := ch.SendRequest("subsystem", false, ssh.Marshal(struct{ Name string }{"sftp"})); err != nil {
-		_ = ch.Close()
-		return nil, fmt.Errorf("sftp subsystem: %w", err)
-	}
-	cl, err := sftp.NewClientPipe(ch, ch, opts...)
-	if err != nil {
-		_ = ch.Close()
-		return nil, err
-	}
-	return cl, nil
+	return sftp.NewClient(sc, p.sftpOptions(known)...)
 }
 
 // measureWireRTT times one global request that wants a reply (keepalive@openssh.com, which an
