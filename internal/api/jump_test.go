@@ -246,3 +246,21 @@ func TestSystemCiphersNegotiated(t *testing.T) {
 		t.Fatalf("matching lists: %d %s", r.status, r.body)
 	}
 }
+
+// TestSystemWithoutSFTP: on a system whose sshd offers no SFTP subsystem, a file operation is
+// answered at once with a 502 naming it (not retried until the deadline, not a 503), and
+// commands on the system still run.
+func TestSystemWithoutSFTP(t *testing.T) {
+	e := newEnv(t)
+	srv := sshtest.New(t, sshtest.Options{NoSFTP: true})
+	e.registerWith("alice", "nosftp", srv, "", nil)
+	for _, path := range []string{"/v1/systems/nosftp/ls/tmp", "/v1/systems/nosftp/stat/etc/hostname"} {
+		r := e.do("alice", "GET", path, nil)
+		if m := r.json(t); r.status != 502 || m["title"] != "SFTP unavailable on the system" {
+			t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+		}
+	}
+	if r := e.do("alice", "POST", "/v1/systems/nosftp/commands", map[string]any{"command": "echo ok"}); r.status != 200 {
+		t.Fatalf("command: %d %s", r.status, r.body)
+	}
+}

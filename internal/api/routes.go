@@ -436,6 +436,8 @@ func (s *Server) problemFor(r *http.Request, err error) Problem {
 		return Problem{Status: http.StatusBadGateway, Title: "SSH authentication failed at the jump host", Detail: "the jump host rejected its system's stored credential; PUT a new one to that system's /credential: " + err.Error()}
 	case errors.Is(err, sshpool.ErrAuth):
 		return Problem{Status: http.StatusBadGateway, Title: "SSH authentication failed", Detail: "the system rejected the stored credential; PUT a new one to /v1/systems/{id}/credential (no further attempts are made with this one): " + err.Error()}
+	case errors.Is(err, sshpool.ErrNoSFTP):
+		return Problem{Status: http.StatusBadGateway, Title: "SFTP unavailable on the system", Detail: err.Error() + " (file operations need the server's SFTP subsystem; commands still run)"}
 	case errors.Is(err, sshpool.ErrHostKey):
 		return Problem{Status: http.StatusBadGateway, Title: "SSH host key mismatch", Detail: err.Error()}
 	case errors.Is(err, sshpool.ErrUnavailable), errors.Is(err, sshpool.ErrClosed):

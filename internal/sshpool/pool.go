@@ -223,6 +223,10 @@ var (
 	// ErrNegotiation means client and server share no cipher, key exchange or host key
 	// algorithm (e.g. a system's ciphers list the server does not offer). Retrying cannot help.
 	ErrNegotiation = errors.New("ssh algorithm negotiation failed")
+	// ErrNoSFTP means the server refused the SFTP subsystem (sshd has no "Subsystem sftp" line,
+	// or a Match block turns it off for this account). The connection is fine and commands
+	// still run; retrying cannot help.
+	ErrNoSFTP = errors.New("the system refused the SFTP subsystem")
 )
 
 // Pool lends channels on pooled SSH connections. Create it with New, call Start, and Stop it to

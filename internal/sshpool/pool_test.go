@@ -470,3 +470,27 @@ func TestRTT(t *testing.T) {
 		t.Fatalf("RTT = %v, %v after an SFTP channel opened", d, ok)
 	}
 }
+
+// TestNoSFTPSubsystemFailsAtOnce: on a server without an SFTP subsystem (SFTP turned off), a
+// file operation fails with the server's refusal, not after the channel-open timeout: sshd
+// answers a subsystem it lacks only to a request that wants a reply and otherwise leaves the
+// channel open and silent. Commands on the same system still run.
+func TestNoSFTPSubsystemFailsAtOnce(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{NoSFTP: true})
+	p, _ := newPool(t, Config{OpenTimeout: time.Hour}) // a silent channel would outlast the test
+	tg := target(t, srv, "nosftp", srv.Signer)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if _, err := p.SFTP(ctx, tg); !errors.Is(err, ErrNoSFTP) {
+		t.Fatalf("shared SFTP: err = %v, want ErrNoSFTP", err)
+	}
+	if _, err := p.DedicatedSFTP(ctx, tg); !errors.Is(err, ErrNoSFTP) {
+		t.Fatalf("dedicated SFTP: err = %v, want ErrNoSFTP", err)
+	}
+	if _, err := run(ctx, p, tg, "true"); err != nil {
+		t.Fatalf("command on the same system: %v", err)
+	}
+	if n := testutil.ToFloat64(p.metrics.dials.WithLabelValues("ok")); n != 1 {
+		t.Errorf("%v dials, want 1: a refused subsystem is no reason to drop the connection", n)
+	}
+}

@@ -163,7 +163,7 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 		defer wg.Wait()
 	}
 	if p.cfg.SFTPMaxPacket > 0 {
-		return sftp.NewClient(sc, p.sftpOptions(p.cfg.SFTPMaxPacket)...)
+		return startSFTP(sc, p.sftpOptions(p.cfg.SFTPMaxPacket)...)
 	}
 	w := wireOf(sc)
 	known := 0
@@ -171,7 +171,7 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 		known = int(w.sftpPacket.Load())
 	}
 	if known == 0 && sftpPacketFor(string(sc.ServerVersion()), true) == largeSFTPPacket {
-		cl, err := sftp.NewClient(sc, p.sftpOptions(largeSFTPPacket)...)
+		cl, err := startSFTP(sc, p.sftpOptions(largeSFTPPacket)...)
 		if err != nil {
 			return nil, err
 		}
@@ -188,7 +188,34 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 	if known == 0 {
 		known = smallSFTPPacket
 	}
-	return sftp.NewClient(sc, p.sftpOptions(known)...)
+	return startSFTP(sc, p.sftpOptions(known)...)
+}
+
+// startSFTP starts an SFTP client with opts on a new session channel of sc, as sftp.NewClient
+// does, but tells the server's refusal of the subsystem (ErrNoSFTP: nothing else on the
+// connection is wrong) from a connection that failed, which sftp.NewClient reports alike. The
+// channel's requests are refused and its stderr discarded, as sftp.NewClient leaves them.
+func startSFTP(sc *ssh.Client, opts ...sftp.ClientOption) (*sftp.Client, error) {
+	ch, reqs, err := sc.OpenChannel("session", nil)
+	if err != nil {
+		return nil, err
+	}
+	go ssh.DiscardRequests(reqs)                            // ends when the channel does
+	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }() // ends when the channel does
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"sftp"}))
+	if err == nil && !ok {
+		err = ErrNoSFTP
+	}
+	if err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("sftp subsystem: %w", err)
+	}
+	cl, err := sftp.NewClientPipe(ch, ch, opts...)
+	if err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	return cl, nil
 }
 
 // measureWireRTT times one global request that wants a reply (keepalive@openssh.com, which an
@@ -247,6 +274,9 @@ func (p *Pool) openChannel(ctx context.Context, t Target, pl placement, open fun
 		}
 		var oce *ssh.OpenChannelError
 		switch {
+		case errors.Is(err, ErrNoSFTP):
+			p.release(c, pl)
+			return nil, nil, fmt.Errorf("open SFTP channel to %s: %w", t.Key, err)
 		case errors.As(err, &oce) && oce.Reason == ssh.ConnectionFailed:
 			// MaxSessions reached on the server side: channels we closed are still closing.
 			// Packing would place the next channels on this same connection; it is skipped
@@ -418,6 +448,10 @@ func (p *Pool) openShared(ctx context.Context, t Target) (*SharedSFTP, error) {
 	if err != nil {
 		c.inUse--
 		var oce *ssh.OpenChannelError
+		if errors.Is(err, ErrNoSFTP) {
+			p.serveWaitersLocked(c.kp)
+			return nil, fmt.Errorf("open SFTP channel to %s: %w", t.Key, err)
+		}
 		if !errors.As(err, &oce) {
 			p.killLocked(c) // the connection died: the next attempt dials
 		}

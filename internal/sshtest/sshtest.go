@@ -38,6 +38,9 @@ type Options struct {
 	User string
 	// ExtraConfig is appended to sshd_config verbatim (e.g. "MaxSessions 3").
 	ExtraConfig string
+	// NoSFTP leaves out the Subsystem line, as at centres that turn SFTP off: a subsystem
+	// request for sftp is then refused.
+	NoSFTP bool
 	// Dir holds the server's files; a new temporary directory when empty.
 	Dir string
 	// HostKeyTypes are the host keys the server has, of "rsa", "ecdsa" and "ed25519". Empty
@@ -163,6 +166,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		hostKeyLines += fmt.Sprintf("TrustedUserCAKeys %s/user_ca.pub\n", opts.Dir)
 	}
 	// As Debian ships it: several host keys, PAM, the external sftp-server.
+	sftpLine := "Subsystem sftp /usr/lib/openssh/sftp-server\n"
+	if opts.NoSFTP {
+		sftpLine = ""
+	}
 	cfg := fmt.Sprintf(`Port %d
 ListenAddress 127.0.0.1
 %[6]sPidFile %[2]s/sshd.pid
@@ -175,9 +182,8 @@ UsePAM yes
 AllowUsers %[3]s
 PrintMotd no
 LogLevel VERBOSE
-Subsystem sftp /usr/lib/openssh/sftp-server
-%[4]s
-`, port, opts.Dir, opts.User, opts.ExtraConfig, s.keysDir, hostKeyLines)
+%[7]s%[4]s
+`, port, opts.Dir, opts.User, opts.ExtraConfig, s.keysDir, hostKeyLines, sftpLine)
 	if err := os.WriteFile(filepath.Join(opts.Dir, "sshd_config"), []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("write sshd_config: %w", err)
 	}
