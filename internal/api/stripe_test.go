@@ -431,6 +431,7 @@ func TestStripedUploadWarmPool(t *testing.T) {
 	_, _ = rand.Read(payload)
 	upload := func(name string) {
 		t.Helper()
+		puts := strings.Count(e.log.String(), `"http request" method=PUT`)
 		r := e.do("alice", "PUT", "/v1/systems/hpc/content"+dir+"/"+name, string(payload))
 		if r.status != 201 {
 			t.Fatalf("upload: %d %s", r.status, r.body)
@@ -439,6 +440,12 @@ func TestStripedUploadWarmPool(t *testing.T) {
 		if err != nil || !bytes.Equal(got, payload) {
 			t.Fatalf("uploaded file: %d bytes, equal %v, %v", len(got), bytes.Equal(got, payload), err)
 		}
+		// The answer goes out before the upload gives its channels back; the next upload's
+		// asks are counted from a pool that has them all back (the request's log line is
+		// written once its handler has returned).
+		awaitState(t, "the upload's handler to return", func() bool {
+			return strings.Count(e.log.String(), `"http request" method=PUT`) > puts
+		})
 	}
 
 	held, err := e.api.downloads.TryAcquire("alice", e.api.downloads.Share())
