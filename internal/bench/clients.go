@@ -152,18 +152,6 @@ func (b *ClientsBench) measure(ctx context.Context, t ClientsTarget) {
 	b.Report.Runs = append(b.Report.Runs, r)
 }
 
-// treeCPU is the CPU seconds of the processes pids and their descendants, now (0 for none).
-func treeCPU(pids []int) float64 {
-	if len(pids) == 0 {
-		return 0
-	}
-	var total float64
-	for _, t := range procTicks(pids) {
-		total += t.self + t.children
-	}
-	return total / 100
-}
-
 // ClosedLoop runs op with clients goroutines, each sending its next request when its last one
 // is answered: n requests in all when n > 0, otherwise as many as start within d. It returns the
 // summary of what it saw; latency counts from each request's send (there is no schedule to be

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,8 +34,8 @@ type procTime struct {
 
 // procTicks reads every process in the trees rooted at pids, roots included. It walks the trees
 // down through /proc/PID/task/TID/children, reading only their processes: scanning all of /proc
-// every 100 ms cost the bench process (whose CPU the reports charge to sshapi) about 4 ms a sample
-// on a machine shared with other work. Without those files (a kernel without
+// cost the bench process (whose CPU the reports charge to sshapi) about 4 ms a reading on a
+// machine shared with other work. Without those files (a kernel without
 // CONFIG_PROC_CHILDREN) it scans all of /proc.
 func procTicks(pids []int) map[int]procTime {
 	if _, err := os.Stat("/proc/self/task"); err == nil {
@@ -141,53 +140,41 @@ func procTicksScan(pids []int) map[int]procTime {
 	return out
 }
 
-// cpuMeter follows the CPU of the sshd process trees while a run lasts. Session processes come
-// and go, so it samples every process of the trees every 100 ms and keeps the last value seen
-// per process, its own time plus its waited-for children's. A process that ended and was waited
-// for by its parent in the tree (sshd waits for its sessions, a session for its commands) is in
-// that parent's children's time in full, so what was seen of it is taken off again, up to what
-// the parent's children's time grew by (a child nobody waited for is not in it). So processes
-// shorter than a sample interval count through their parents; only the unseen part of a process
-// nobody in the tree waited for is missed.
+// cpuMeter measures the CPU of the sshd process trees while a run lasts, from two readings of
+// every process in the trees: one at the start, one at the end. A process's figure is its own
+// time plus that of the children it waited for, and sshd waits for everything it starts (the
+// listener for its sessions, a session for its shell, a shell for its commands), so the time of
+// every process that ended during the run is in its reaping ancestor's figure in full, however
+// short it was and however deep it sat. So the trees' CPU is the growth of the figures of the
+// processes alive at the end, less the start figures of those that ended (their whole time,
+// including what they had used before the run, reached their parents). Adding what was seen of
+// ended processes as well, as this meter once did from samples every 100 ms, counted a long
+// command twice when its parent ended soon after it (a session's `tar` or sftp-server: once
+// as seen, again in the grandparent's children's time). A process nobody in the trees waited
+// for (one that outlived its parent) is missed.
 type cpuMeter struct {
-	pids  []int
-	stop  chan struct{}
-	done  chan struct{}
-	base  map[int]procTime
-	last  map[int]procTime
-	own   float64          // CPU seconds the sampling itself took (its thread's), set before done closes
-	alive map[int]procTime // the processes the last sample saw, set before done closes
+	pids []int
+	base float64 // the trees' CPU seconds at the start (treeCPU)
+	own  float64 // CPU seconds the readings took (the reading thread's)
 }
 
-// startCPUMeter starts sampling the trees rooted at pids. The sampling runs on a thread of its
-// own (a goroutine locked to it), whose CPU time is the meter's cost: Own, which callers take
-// off the bench process's CPU, since reading /proc every 100 ms is the benchmark's doing, not
-// the measured client's (about 0.15 ms per request at 50 closed-loop clients of `uptime`, where
-// the sshd trees have many processes).
+// startCPUMeter takes the start reading of the trees rooted at pids. Each reading runs locked to
+// its thread and measures that thread's CPU time: Own, which callers take off the bench
+// process's CPU, since reading /proc is the benchmark's doing, not the measured client's.
 func startCPUMeter(pids []int) *cpuMeter {
-	m := &cpuMeter{pids: pids, stop: make(chan struct{}), done: make(chan struct{}), last: map[int]procTime{}}
-	started := make(chan struct{})
-	go func() { // owned by m: Stop waits for it
-		defer close(m.done)
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		t0 := threadCPU()
-		m.base = procTicks(pids)
-		close(started)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			m.sample()
-			select {
-			case <-m.stop:
-				m.alive = m.sample()
-				m.own = threadCPU() - t0
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	<-started
+	m := &cpuMeter{pids: pids}
+	m.base = m.read()
 	return m
+}
+
+// read is treeCPU of the trees, read on a locked thread whose CPU it adds to own.
+func (m *cpuMeter) read() float64 {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t0 := threadCPU()
+	now := treeCPU(m.pids)
+	m.own += threadCPU() - t0
+	return now
 }
 
 // threadCPU is the CPU seconds of the calling thread.
@@ -199,40 +186,29 @@ func threadCPU() float64 {
 	return float64(ts.Sec) + float64(ts.Nsec)/1e9
 }
 
-// sample records the trees' processes and returns those it saw.
-func (m *cpuMeter) sample() map[int]procTime {
-	now := procTicks(m.pids)
-	for p, t := range now {
-		m.last[p] = t
-	}
-	return now
-}
-
-// Stop ends the sampling (with one last sample) and returns the CPU seconds the trees used since
-// the start. Own is valid once it returned.
+// Stop takes the end reading and returns the CPU seconds the trees used since the start. Own
+// is valid once it returned.
 func (m *cpuMeter) Stop() float64 {
-	close(m.stop)
-	<-m.done
-	alive := m.alive
-	var total float64
-	ended := map[int]float64{} // per parent: the last seen time of its children that ended
-	for p, t := range m.last {
-		b := m.base[p]
-		total += t.self + t.children - b.self - b.children
-		if _, ok := alive[p]; !ok {
-			if _, inTree := m.last[t.ppid]; inTree {
-				ended[t.ppid] += t.self + t.children
-			}
-		}
-	}
-	for q, seen := range ended {
-		grown := m.last[q].children - m.base[q].children
-		total -= min(seen, max(grown, 0))
-	}
-	return max(total, 0) / 100
+	return max(m.read()-m.base, 0)
 }
 
-// Own is the CPU seconds the sampling took, to take off the bench process's CPU. The zero
+// treeCPU is the CPU seconds of the processes pids and their descendants, now (0 for none): each
+// process's own time plus the children's it waited for. Between two readings it grows by the
+// growth of every process alive at the second, less the first figure of every process that
+// ended in between, which is exactly the trees' CPU in between when every process that ended
+// was waited for by one in the trees.
+func treeCPU(pids []int) float64 {
+	if len(pids) == 0 {
+		return 0
+	}
+	var total float64
+	for _, t := range procTicks(pids) {
+		total += t.self + t.children
+	}
+	return total / 100
+}
+
+// Own is the CPU seconds the readings took, to take off the bench process's CPU. The zero
 // meter (nil) took none.
 func (m *cpuMeter) Own() float64 {
 	if m == nil {

@@ -162,6 +162,70 @@ func TestCPUMeterCountsShortChildren(t *testing.T) {
 	}
 }
 
+// TestCPUMeterCountsGrandchildOnce: a command running for several of the old 100 ms samples whose
+// parent ends just after it (as a session's tar or sftp-server ends with its session) is counted
+// once. Adding what was seen of it to its grandparent's waited-for children's time, which
+// holds it in full, counted it twice.
+func TestCPUMeterCountsGrandchildOnce(t *testing.T) {
+	tests := []struct{ name, script string }{
+		{"grandchild", `read x; sh -c 'sh -c "i=0; while [ \$i -lt 400000 ]; do i=\$((i+1)); done"; true'; echo done; read x || true`},
+		{"child", `read x; sh -c 'i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done'; echo done; read x || true`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", tt.script)
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			m := startCPUMeter([]int{cmd.Process.Pid})
+			seen := map[int]bool{}
+			done := make(chan error, 1)
+			go func() {
+				_, err := bufio.NewReader(stdout).ReadString('\n')
+				done <- err
+			}()
+			_, _ = stdin.Write([]byte("go\n"))
+		wait: // read the tree while the loop runs, as the old meter's samples did
+			for {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatal(err)
+					}
+					break wait
+				case <-time.After(20 * time.Millisecond):
+					for p := range procTicks([]int{cmd.Process.Pid}) {
+						seen[p] = true
+					}
+				}
+			}
+			got := m.Stop()
+			_ = stdin.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			want := cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+			if want < 0.1 {
+				t.Fatalf("the loop used only %.2fs CPU: make it longer", want)
+			}
+			if len(seen) < 2 {
+				t.Fatalf("the loop was never seen running (%d processes seen)", len(seen))
+			}
+			if got < want*0.8 || got > want*1.2+0.02 {
+				t.Errorf("meter %.2fs, the tree used %.2fs", got, want)
+			}
+		})
+	}
+}
+
 // TestProcTicksWalkFindsTree: walking the children files finds the same processes of a tree
 // (a shell, its children and a grandchild) as scanning all of /proc, and nothing outside it.
 func TestProcTicksWalkFindsTree(t *testing.T) {
