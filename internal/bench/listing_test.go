@@ -226,6 +226,68 @@ func TestCPUMeterCountsGrandchildOnce(t *testing.T) {
 	}
 }
 
+// TestCPUMeterCountsUnaccountedChild: a child whose parent ignores SIGCHLD is reaped by the
+// kernel without reaching anyone's waited-for children's time (as a non-root OpenSSH session's
+// post-auth child never reaches the listener's), so what the samples saw of it is counted.
+func TestCPUMeterCountsUnaccountedChild(t *testing.T) {
+	const script = `read x; python3 -c '
+import os, signal, sys, time
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+pid = os.fork()
+if pid == 0:
+    t0 = time.process_time()
+    while time.process_time() - t0 < 1.0:
+        pass
+    c = os.times()
+    print(c.user + c.system, flush=True)
+    os._exit(0)
+while True:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.01)
+'; echo done; read x || true`
+	cmd := exec.Command("sh", "-c", script)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := startCPUMeter([]int{cmd.Process.Pid})
+	_, _ = stdin.Write([]byte("go\n"))
+	r := bufio.NewReader(stdout)
+	line, err := r.ReadString('\n') // the child's own CPU seconds, as it ends
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := strconv.ParseFloat(strings.TrimSpace(line), 64)
+	if err != nil {
+		t.Fatalf("child's CPU %q: %v", line, err)
+	}
+	if _, err := r.ReadString('\n'); err != nil { // done: the child is gone
+		t.Fatal(err)
+	}
+	got := m.Stop()
+	_ = stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	accounted := cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+	if accounted > child/2 {
+		t.Fatalf("the shell's waited-for time %.2fs holds the child's %.2fs: SIGCHLD was not ignored", accounted, child)
+	}
+	if got < child*0.8 || got > (child+accounted)*1.2+0.05 {
+		t.Errorf("meter %.2fs; the child used %.2fs, the rest of the tree %.2fs", got, child, accounted)
+	}
+}
+
 // TestProcTicksWalkFindsTree: walking the children files finds the same processes of a tree
 // (a shell, its children and a grandchild) as scanning all of /proc, and nothing outside it.
 func TestProcTicksWalkFindsTree(t *testing.T) {

@@ -60,8 +60,8 @@ type TransferRun struct {
 	MBps    float64 `json:"mb_per_s"`
 	// CPUSeconds is the user+system CPU of the bench process and its waited-for children (the
 	// in-process sshapi service, the OpenSSH clients); SSHDCPUSeconds that of the sshd process
-	// tree, read from /proc at the run's start and end, each process with the children it waited
-	// for (see cpuMeter).
+	// tree, sampled from /proc every 100 ms with the children each process waited for (see
+	// cpuMeter).
 	CPUSeconds     float64 `json:"cpu_s"`
 	SSHDCPUSeconds float64 `json:"sshd_cpu_s,omitempty"`
 	// ChildCPUSeconds is the part of CPUSeconds spent by the waited-for children alone (the

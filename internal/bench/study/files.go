@@ -111,7 +111,7 @@ func RunFiles(ctx context.Context, o FilesOptions) (*bench.FilesReport, error) {
 		"sshapi verifies every file with SHA-256 before it succeeds: on the source, of the bytes `tar -c` read (when it exits 0; a batch whose tar reported a change is hashed on disk instead), and on the destination, of the file as read back from disk after `tar -x` wrote it; the tar pipe (`ssh src 'tar -C PARENT -cf - src' | ssh dst 'mkdir DIR && tar -C DIR --strip-components=1 -xf -'`, two ssh processes and two connections) and `scp -3 -r` (relayed through this host) verify nothing",
 		"after every run, outside its time, the bench compares the copy with the source byte for byte on this machine's disk and fails the run if a file is missing, extra or different, then removes the copy",
 		"peak RSS: the highest resident set of the bench process (which hosts sshapi) sampled from /proc/self/status every 100 ms during sshapi's run, beside its resident set just before; the OpenSSH clients run as separate processes and are not in it",
-		"CPU: user+system seconds of the bench process (less the thread that reads sshd's, whose own CPU is measured and taken off) and its waited-for children (the OpenSSH clients), and of the sshd process tree (read from /proc at each run's start and end, with the children each process waited for)",
+		"CPU: user+system seconds of the bench process (less its thread that samples sshd, whose own CPU is measured and taken off) and its waited-for children (the OpenSSH clients), and of the sshd process tree (sampled from /proc every 100 ms, with the children each process waited for)",
 		fmt.Sprintf("1-minute load average when the runs started: %s; when they ended: %s", loadStart, loadAverage()),
 		settled,
 	}

@@ -183,7 +183,7 @@ func transferNotes(o TransferOptions) []string {
 	}
 	return append(notes,
 		"OpenSSH peers: `sftp -b -` put / get to /dev/null, and `scp -3` relaying through this host, each a fresh process and connection over the same path (the same wanem proxies) as sshapi",
-		"CPU: user+system seconds of the bench process (which hosts sshapi; less the thread that reads sshd's, whose own CPU is measured and taken off) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), read from /proc at each run's start and end, each process with the children it waited for (so every process that ended in between counts once, through the one that waited for it)")
+		"CPU: user+system seconds of the bench process (which hosts sshapi; less its thread that samples sshd, whose own CPU is measured and taken off) plus its waited-for children (the OpenSSH clients), and of the sshd process tree (sessions and sftp-server), sampled from /proc every 100 ms, each process with the children it waited for (so processes shorter than that count too)")
 }
 
 // channelsNote says how the channel runs measured.
