@@ -606,3 +606,58 @@ func TestTusGoClientResumes(t *testing.T) {
 		t.Fatalf("left behind: %v", names)
 	}
 }
+
+// TestTusStripedSmallPatches sends a file in PATCHes smaller than the striping threshold, each
+// on a connection of its own sent as soon as the last one answered, over an existing file of
+// mode 0640: every PATCH succeeds (the upload's lease is given back before the answer, not once
+// the handles are closed after it), those made while the upload had the threshold's worth left
+// are striped (the decision is on what the upload has left, not on the PATCH), and the file
+// has the bytes and keeps its mode.
+func TestTusStripedSmallPatches(t *testing.T) {
+	cfg := stripeConfig()
+	cfg.StripeMinBytes = 2 << 20
+	e := newEnvConfig(t, cfg, nil)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	randomFile(t, e, dir, "s.bin", 10)
+	if err := os.Chmod(filepath.Join(dir, "s.bin"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	data := randomBytes(5<<20 + 333)
+	loc := tusCreate(t, e, "alice", "hpc", dir+"/s.bin", len(data), "sha256", sha256Hex(data), "overwrite", "true")
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	const patch = 512 << 10
+	before := strings.Count(e.log.String(), "striping a file transfer")
+	wantStriped := 0
+	for off := 0; off < len(data); off += patch {
+		if len(data)-off >= int(cfg.StripeMinBytes) {
+			wantStriped++
+		}
+		end := min(off+patch, len(data))
+		req, _ := http.NewRequest("PATCH", e.url+loc, bytes.NewReader(data[off:end]))
+		req.Header.Set("Authorization", "Bearer "+e.token("alice"))
+		req.Header.Set("Tus-Resumable", "1.0.0")
+		req.Header.Set("Content-Type", "application/offset+octet-stream")
+		req.Header.Set("Upload-Offset", strconv.Itoa(off))
+		res, err := fresh.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 204 || res.Header.Get("Upload-Offset") != strconv.Itoa(end) {
+			t.Fatalf("PATCH at %d: %d, Upload-Offset %q: %s", off, res.StatusCode, res.Header.Get("Upload-Offset"), b)
+		}
+	}
+	if n := strings.Count(e.log.String(), "striping a file transfer") - before; n != wantStriped {
+		t.Fatalf("%d PATCHes striped, want %d (those sent with %d bytes or more left)", n, wantStriped, cfg.StripeMinBytes)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "s.bin"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("content: %v, %d bytes", err, len(got))
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "s.bin")); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("mode after the upload: %v %v", fi, err)
+	}
+	assertOnly(t, dir, "s.bin")
+}
