@@ -423,7 +423,11 @@ func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, t sshpool.
 		return nil, err
 	}
 	wr := &tusWritten{f: f, freeBufs: freeBufs, close: sync.OnceFunc(func() {
-		_ = f.Close() // a no-op after Finish
+		// A no-op after Finish. Every write was answered before its offset was committed; a
+		// close that fails now (a file system that reports write errors late) can only be told.
+		if err := f.Close(); err != nil {
+			s.log.Warn("closing a resumable upload's part file after its PATCH", "upload", u.ID, "err", err)
+		}
 		release()
 		early.stop()
 		tl.note("closed")
