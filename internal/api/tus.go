@@ -403,13 +403,18 @@ func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, t sshpool.
 	}
 	// Whether to stripe is decided on what the upload has left, not on this PATCH's part of
 	// it: a client sending a large file in small PATCHes gets the same channels for each (the
-	// pool keeps them open between PATCHes), each joining one open round trip in.
+	// pool keeps them open between PATCHes), each joining one open round trip in. How many is
+	// capped by what this PATCH can keep busy: a channel more would only be opened, and waited
+	// for and closed after the answer, while the client's next PATCH waits.
 	left := u.Length - u.Offset
 	var early *earlyStripes
 	if near, far := s.earlyStripeCount(t.Key, left); near+far > 0 {
-		early = s.startEarlyStripes(ctx, t, near, far)
+		if extra := min(near+far, s.spanChannels(remaining)-1); extra > 0 {
+			near = (extra + 1) / 2 // as leaseExtra splits them
+			early = s.startEarlyStripes(ctx, t, near, extra-near)
+		}
 	}
-	plan, freeBufs, release := s.planUpload(ctx, t, c, left, early, tl)
+	plan, freeBufs, release := s.planUpload(ctx, t, c, left, remaining, early, tl)
 	open := fsys.OpenResumable
 	if u.Offset+remaining == u.Length {
 		open = fsys.OpenResumableToFinish
