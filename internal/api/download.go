@@ -149,6 +149,17 @@ func (s *Server) stripeChannels(rtt time.Duration) int {
 	return max(1, min(n, s.cfg.StripeMaxChannels))
 }
 
+// spanChannels is how many channels a transfer of span bytes can keep busy, each moving
+// files.StripeChunksPerChannel chunks at once (span < 0: unknown, as many as wanted). A channel
+// beyond that would only be opened and closed again.
+func (s *Server) spanChannels(span int64) int {
+	if span < 0 {
+		return math.MaxInt
+	}
+	per := int64(files.StripeChunksPerChannel) * int64(max(s.cfg.DownloadBufferBytes, 1))
+	return int(min((span+per-1)/per, math.MaxInt32))
+}
+
 // measureRTT returns the fastest of three SFTP round trips on c, sent at once (a busy server or
 // client only ever makes a round trip slower).
 func measureRTT(c *sftp.Client) (time.Duration, error) {
@@ -186,12 +197,14 @@ func measureRTT(c *sftp.Client) (time.Duration, error) {
 // opens. It returns nil, and the caller goes on with the single channel, when the file is small,
 // the path is short, or no buffers are free.
 func (s *Server) stripes(ctx context.Context, t sshpool.Target, c *sftp.Client, size int64) *stripeSet {
-	return s.stripesWith(ctx, t, c, size, nil)
+	return s.stripesWith(ctx, t, c, size, size, nil)
 }
 
 // stripesWith is stripes whose channels on connections of their own come first from early (nil:
-// none), the stripe connections asked for before c.
-func (s *Server) stripesWith(ctx context.Context, t sshpool.Target, c *sftp.Client, size int64, early *earlyStripes) *stripeSet {
+// none), the stripe connections asked for before c, and whose channel count is at most what
+// span bytes can keep busy (spanChannels; span < 0: unknown, no limit). A resumable upload
+// decides on what the upload has left (size) but moves only its request's part (span).
+func (s *Server) stripesWith(ctx context.Context, t sshpool.Target, c *sftp.Client, size, span int64, early *earlyStripes) *stripeSet {
 	if size < s.cfg.StripeMinBytes || s.cfg.StripeMaxChannels < 2 {
 		return nil
 	}
@@ -199,7 +212,7 @@ func (s *Server) stripesWith(ctx context.Context, t sshpool.Target, c *sftp.Clie
 	if err != nil {
 		return nil
 	}
-	n := s.stripeChannels(rtt)
+	n := min(s.stripeChannels(rtt), s.spanChannels(span))
 	if n < 2 {
 		return nil
 	}

@@ -491,7 +491,7 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 		// chunks over this one, where the budget has room. The round-trip probe that decides
 		// (and the stripe channels' opening it starts) runs beside the upload's first requests:
 		// Upload asks for the plan once its temporary file exists.
-		plan, freeBufs, release := s.planUpload(r.Context(), t, c, r.ContentLength, early, tl)
+		plan, freeBufs, release := s.planUpload(r.Context(), t, c, r.ContentLength, r.ContentLength, early, tl)
 		defer release()
 		opts.Plan, opts.Trace = plan, tl.note
 		res, err := fsys.Upload(r.Context(), urlPath(r), body, opts)
@@ -538,10 +538,11 @@ func (s *Server) earlyStripeCount(k sshpool.Key, size int64) (near, far int) {
 // the decision and gives the buffers (and their budget) back; release, which the caller defers,
 // waits for the decision too (whether or not plan was called) and releases everything it holds.
 //
-// early, if not nil, holds stripe connections asked for before c (see earlyStripes): used as
-// stripes, or given back as soon as the upload turns out not to stripe. tl records when the
-// decision was taken ("planned").
-func (s *Server) planUpload(ctx context.Context, t sshpool.Target, c *sftp.Client, size int64, early *earlyStripes, tl *timeline) (plan func() (<-chan *sftp.Client, [][]byte), freeBufs, release func()) {
+// span is the most bytes this request moves (see stripesWith; a PUT's is its size). early, if
+// not nil, holds stripe connections asked for before c (see earlyStripes): used as stripes, or
+// given back as soon as the upload turns out not to stripe. tl records when the decision was
+// taken ("planned").
+func (s *Server) planUpload(ctx context.Context, t sshpool.Target, c *sftp.Client, size, span int64, early *earlyStripes, tl *timeline) (plan func() (<-chan *sftp.Client, [][]byte), freeBufs, release func()) {
 	var (
 		chans    <-chan *sftp.Client
 		bufs     [][]byte
@@ -552,7 +553,7 @@ func (s *Server) planUpload(ctx context.Context, t sshpool.Target, c *sftp.Clien
 	go func() { // owned by the request: release waits for it
 		defer close(decided)
 		defer tl.note("probed")
-		if st := s.stripesWith(ctx, t, c, size, early); st != nil {
+		if st := s.stripesWith(ctx, t, c, size, span, early); st != nil {
 			chans, bufs, free, bufsFree = st.chans, st.bufs, st.release, st.freeBufs
 			return
 		}

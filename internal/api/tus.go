@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -50,6 +51,16 @@ const (
 )
 
 type tusWriteKey struct{}
+
+// tusTraceKey carries a PATCH's timeline on its context.
+type tusTraceKey struct{}
+
+// tusTrace notes step on ctx's timeline, if it has one.
+func tusTrace(ctx context.Context, step string) {
+	if tl, ok := ctx.Value(tusTraceKey{}).(*timeline); ok {
+		tl.note(step)
+	}
+}
 
 // withWriteLevel makes decide ask for write access whatever the method (a tus HEAD decides as
 // the upload's PUT would).
@@ -270,6 +281,8 @@ func (s *Server) tusPatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil || off < 0 {
 		return badField("Upload-Offset", "is required: a non-negative integer")
 	}
+	tl := newTimeline()
+	defer func() { s.log.Debug("tus patch timeline", "steps", tl.String()) }()
 	u, err := s.tusUpload(r)
 	if err != nil {
 		return err
@@ -279,13 +292,22 @@ func (s *Server) tusPatch(w http.ResponseWriter, r *http.Request) error {
 	if r, err = s.tusDecide(r, u.Path); err != nil {
 		return err
 	}
+	tl.note("decided")
+	r = r.WithContext(context.WithValue(r.Context(), tusTraceKey{}, tl))
 	return body.err(s.fsCallWith(r, true, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
+		tl.note("channel")
 		return s.tusAppend(w, r, fsys, t, c, u, off, body, http.StatusNoContent)
 	}))
 }
 
 // tusAppend takes the upload's lease, checks off against the committed offset and writes body
 // (and, on the last byte, finishes the upload), answering status.
+//
+// The answer goes out as soon as the bytes are written, acknowledged and committed (or, on the
+// last byte, renamed into place) and the lease is given back: closing the part file's handles
+// and giving the channels back, a round trip or more on a long path, follow it (as for PUT). No
+// byte is written after the lease is given back, so the next PATCH, which may already be
+// writing, is still the only writer.
 func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.FS, t sshpool.Target, c *sftp.Client, u *store.Upload, off int64,
 	body io.Reader, status int) error {
 	ctx := r.Context()
@@ -298,8 +320,12 @@ func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.F
 	if err != nil {
 		return err
 	}
+	tusTrace(ctx, "leased")
 	dbctx := context.WithoutCancel(ctx) // a cut request still commits what it wrote
-	defer func() { _ = s.deps.Store.ReleaseUpload(dbctx, u.Owner, u.ID, lp.Token) }()
+	// Deferred first, so run last on an error: the handles are closed (below) before the lease
+	// is given back.
+	release := sync.OnceFunc(func() { _ = s.deps.Store.ReleaseUpload(dbctx, u.Owner, u.ID, lp.Token) })
+	defer release()
 	if off != u.Offset {
 		return errStatus(http.StatusConflict, "Upload-Offset %d is not the upload's offset, %d: ask with HEAD", off, u.Offset)
 	}
@@ -311,42 +337,107 @@ func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.F
 		return fmt.Errorf("upload %s: restore sha256 state: %w", u.ID, err)
 	}
 	w.Header().Set("Upload-Expires", u.ExpiresAt.UTC().Format(http.TimeFormat))
+	var wr *tusWritten
 	if off < u.Length {
-		if err := s.tusWrite(ctx, dbctx, fsys, t, c, u, lp, h, body, r.ContentLength); err != nil {
+		wr, err = s.tusWrite(ctx, dbctx, fsys, t, c, u, lp, h, body, r.ContentLength)
+		if wr != nil {
+			defer wr.close() // after the answer, or, on an error, before the lease goes
+		}
+		if err != nil {
 			return err
+		}
+		if wr != nil {
+			wr.freeBufs() // their budget: the next PATCH may stripe with it at once
 		}
 	}
 	w.Header().Set("Upload-Offset", strconv.FormatInt(u.Offset, 10))
 	if u.Offset == u.Length {
-		if err := s.tusFinish(r, fsys, u, h); err != nil {
+		var f *files.ResumableFile
+		if wr != nil {
+			f = wr.f
+		}
+		if err := s.tusFinish(r, fsys, u, h, f); err != nil {
 			return err
 		}
+		tusTrace(ctx, "finished")
 	}
+	release()
 	w.WriteHeader(status)
+	_ = http.NewResponseController(w).Flush()
+	tusTrace(ctx, "answered")
 	return nil
 }
 
+// tusWritten is what a PATCH's write holds once its bytes are written: the part file's handles
+// and the stripe channels and buffers under them. close closes and gives back all of it;
+// freeBufs only the buffers. Each may be called more than once.
+type tusWritten struct {
+	f        *files.ResumableFile
+	freeBufs func()
+	close    func()
+}
+
 // tusWrite copies body to the part file from u.Offset in chunks of tusChunk, several in flight
-// (and, on a long path, over several SFTP channels, as PUT), committing to the database, in
-// order, the end of each prefix completely written with its hash state: u.Offset is always a
-// committed offset. Bytes received before the body failed are written and committed. The last
-// bytes are committed by the rename (tusFinish), not here: were they committed first, a HEAD
-// after a failed rename would tell the client that the upload is complete.
+// (and, on a long path, over several SFTP channels, as PUT: the stripe channels the pool's
+// measured round trip calls for are asked for at once, and the round-trip probe that decides
+// runs beside the part file's open), committing to the database, in order, the end of each
+// prefix completely written with its hash state: u.Offset is always a committed offset. Bytes
+// received before the body failed are written and committed. The last bytes are committed by
+// the rename (tusFinish), not here: were they committed first, a HEAD after a failed rename
+// would tell the client that the upload is complete.
+//
+// What it returns (nil only with an error before anything was opened) is for the caller to
+// close once it has answered, or once it has finished the upload with its part file.
 func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, t sshpool.Target, c *sftp.Client, u *store.Upload,
-	lp *store.LeaseUploadParams, h hash.Hash, body io.Reader, contentLength int64) error {
+	lp *store.LeaseUploadParams, h hash.Hash, body io.Reader, contentLength int64) (*tusWritten, error) {
 	remaining := u.Length - u.Offset
 	if contentLength >= 0 {
 		remaining = min(remaining, contentLength)
 	}
 	if remaining <= 0 { // an empty PATCH (a client asking whether the upload is free again)
-		return nil
+		return nil, nil
 	}
-	f, err := fsys.OpenResumable(ctx, u.Dest, u.PartName)
+	tl, _ := ctx.Value(tusTraceKey{}).(*timeline)
+	if tl == nil {
+		tl = newTimeline()
+	}
+	// Whether to stripe is decided on what the upload has left, not on this PATCH's part of
+	// it: a client sending a large file in small PATCHes gets the same channels for each (the
+	// pool keeps them open between PATCHes), each joining one open round trip in. How many is
+	// capped by what this PATCH can keep busy: a channel more would only be opened, and waited
+	// for and closed after the answer, while the client's next PATCH waits.
+	left := u.Length - u.Offset
+	var early *earlyStripes
+	if near, far := s.earlyStripeCount(t.Key, left); near+far > 0 {
+		if extra := min(near+far, s.spanChannels(remaining)-1); extra > 0 {
+			near = (extra + 1) / 2 // as leaseExtra splits them
+			early = s.startEarlyStripes(ctx, t, near, extra-near)
+		}
+	}
+	plan, freeBufs, release := s.planUpload(ctx, t, c, left, remaining, early, tl)
+	open := fsys.OpenResumable
+	if u.Offset+remaining == u.Length {
+		open = fsys.OpenResumableToFinish
+	}
+
+	f, err := open(ctx, u.Dest, u.PartName)
+	tl.note("opened")
 	if err != nil {
-		return err
+		release()
+		early.stop()
+		return nil, err
 	}
-	defer f.Close()
-	opts := files.AppendOptions{Commit: func(end int64, state []byte) error {
+	wr := &tusWritten{f: f, freeBufs: freeBufs, close: sync.OnceFunc(func() {
+		// A no-op after Finish. Every write was answered before its offset was committed; a
+		// close that fails now (a file system that reports write errors late) can only be told.
+		if err := f.Close(); err != nil {
+			s.log.Warn("closing a resumable upload's part file after its PATCH", "upload", u.ID, "err", err)
+		}
+		release()
+		early.stop()
+		tl.note("closed")
+	})}
+	opts := files.AppendOptions{Trace: tl.note, Commit: func(end int64, state []byte) error {
 		if end == u.Length {
 			return nil
 		}
@@ -357,39 +448,48 @@ func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, t sshpool.
 		u.Offset = end
 		return nil
 	}}
-	if st := s.stripes(ctx, t, c, remaining); st != nil {
-		defer st.release()
-		opts.Stripes, opts.Buffers = st.chans, st.bufs
-	} else {
+	opts.Stripes, opts.Buffers = plan()
+	if len(opts.Buffers) == 0 {
 		n := min(int64(tusChunk), remaining)
 		opts.Buffers = [][]byte{make([]byte, n), make([]byte, n)}
 	}
 	end, err := f.Append(ctx, body, u.Offset, u.Length, h, opts)
 	if err != nil {
-		return err
+		return wr, err
 	}
 	if end == u.Length {
 		u.Offset = u.Length
 	}
-	return nil
+	return wr, nil
 }
 
 // tusFinish verifies the digest (a mismatch removes the part file and the upload: 422) and
-// renames the part file into place. If the connection failed on the way, the upload stays at
-// its last committed offset (before the last chunk), for the client to send that chunk again.
-func (s *Server) tusFinish(r *http.Request, fsys *files.FS, u *store.Upload, h hash.Hash) error {
+// renames the part file into place: through f, the part file the last bytes went through
+// (whose handles close in the same round trip as the part file gets its mode), or, where
+// nothing was written (an empty upload, or the last bytes sent again after a failed rename), by
+// name. If the connection failed on the way, the upload stays at its last committed offset
+// (before the last chunk), for the client to send that chunk again.
+func (s *Server) tusFinish(r *http.Request, fsys *files.FS, u *store.Upload, h hash.Hash, f *files.ResumableFile) error {
 	ctx := r.Context()
 	dbctx := context.WithoutCancel(ctx)
 	sum := hex.EncodeToString(h.Sum(nil))
 	if u.SHA256 != "" && u.SHA256 != sum {
+		if f != nil {
+			_ = f.Close()
+		}
 		_ = fsys.RemoveResumable(dbctx, u.Dest, u.PartName)
 		_ = s.deps.Store.DeleteUpload(dbctx, u.Owner, u.ID)
 		return &files.Error{Op: "upload", Path: u.Dest, Kind: files.ErrChecksumMismatch, Err: fmt.Errorf("expected sha256 %s, got %s", u.SHA256, sum)}
 	}
-	_, err := fsys.FinishResumable(ctx, u.Dest, u.PartName, u.Length, u.Overwrite)
+	var err error
+	if f != nil {
+		err = f.Finish(ctx, u.Length, u.Overwrite)
+	} else {
+		_, err = fsys.FinishResumable(ctx, u.Dest, u.PartName, u.Length, u.Overwrite)
+	}
 	if err != nil {
 		if !errors.Is(err, files.ErrConnection) {
-			_ = s.deps.Store.DeleteUpload(dbctx, u.Owner, u.ID) // FinishResumable removed the part file
+			_ = s.deps.Store.DeleteUpload(dbctx, u.Owner, u.ID) // the part file was removed
 		}
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -604,5 +605,88 @@ func TestTusGoClientResumes(t *testing.T) {
 	}
 	if names := onlyFiles(t, dir); len(names) != 1 {
 		t.Fatalf("left behind: %v", names)
+	}
+}
+
+// TestTusStripedSmallPatches sends a file in PATCHes smaller than the striping threshold, each
+// on a connection of its own sent as soon as the last one answered, over an existing file of
+// mode 0640: every PATCH succeeds (the upload's lease is given back before the answer, not once
+// the handles are closed after it), those made while the upload had the threshold's worth left
+// are striped (the decision is on what the upload has left, not on the PATCH) over no more
+// channels than the PATCH keeps busy, and the file has the bytes and keeps its mode.
+func TestTusStripedSmallPatches(t *testing.T) {
+	cfg := stripeConfig()
+	cfg.StripeMinBytes = 2 << 20
+	e := newEnvConfig(t, cfg, nil)
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	randomFile(t, e, dir, "s.bin", 10)
+	if err := os.Chmod(filepath.Join(dir, "s.bin"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	data := randomBytes(5<<20 + 333)
+	loc := tusCreate(t, e, "alice", "hpc", dir+"/s.bin", len(data), "sha256", sha256Hex(data), "overwrite", "true")
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	const patch = 256 << 10 // two 64 KiB chunks on each of 2 channels: no more are asked for
+	before := strings.Count(e.log.String(), "striping a file transfer")
+	wantStriped := 0
+	for off := 0; off < len(data); off += patch {
+		if len(data)-off >= int(cfg.StripeMinBytes) {
+			wantStriped++
+		}
+		end := min(off+patch, len(data))
+		req, _ := http.NewRequest("PATCH", e.url+loc, bytes.NewReader(data[off:end]))
+		req.Header.Set("Authorization", "Bearer "+e.token("alice"))
+		req.Header.Set("Tus-Resumable", "1.0.0")
+		req.Header.Set("Content-Type", "application/offset+octet-stream")
+		req.Header.Set("Upload-Offset", strconv.Itoa(off))
+		res, err := fresh.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 204 || res.Header.Get("Upload-Offset") != strconv.Itoa(end) {
+			t.Fatalf("PATCH at %d: %d, Upload-Offset %q: %s", off, res.StatusCode, res.Header.Get("Upload-Offset"), b)
+		}
+	}
+	if n := strings.Count(e.log.String(), "striping a file transfer") - before; n != wantStriped {
+		t.Fatalf("%d PATCHes striped, want %d (those sent with %d bytes or more left)", n, wantStriped, cfg.StripeMinBytes)
+	}
+	for _, line := range strings.Split(e.log.String(), "\n") {
+		if strings.Contains(line, "striping a file transfer") && !strings.Contains(line, "channels=2 ") {
+			t.Fatalf("a PATCH of %d bytes striped over more channels than it keeps busy: %s", patch, line)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "s.bin"))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("content: %v, %d bytes", err, len(got))
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "s.bin")); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("mode after the upload: %v %v", fi, err)
+	}
+	assertOnly(t, dir, "s.bin")
+}
+
+// TestSpanChannels: a transfer asks for no more stripe channels than its bytes keep busy, two
+// chunks each (a PATCH of 8 MiB in 1 MiB chunks: 4), and an unknown span sets no limit.
+func TestSpanChannels(t *testing.T) {
+	s := &Server{cfg: Config{DownloadBufferBytes: 1 << 20}}
+	tests := []struct {
+		span int64
+		want int
+	}{
+		{-1, math.MaxInt},
+		{0, 0},
+		{1, 1},
+		{2 << 20, 1},
+		{2<<20 + 1, 2},
+		{8 << 20, 4},
+		{1 << 30, 512},
+	}
+	for _, tc := range tests {
+		if got := s.spanChannels(tc.span); got != tc.want {
+			t.Errorf("spanChannels(%d) = %d, want %d", tc.span, got, tc.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/pkg/sftp"
 )
@@ -72,50 +73,180 @@ func (f *FS) partPath(ctx context.Context, op, p, part string) (abs, tmp string,
 	return abs, path.Join(path.Dir(abs), part), nil
 }
 
-// ResumableFile is an upload's part file opened for writing at offsets.
+// ResumableFile is an upload's part file opened for writing at offsets: on the FS's channel
+// and, after a striped Append, on the stripe channels too (Close or Finish closes them all).
 type ResumableFile struct {
 	f    *FS
 	abs  string
 	tmp  string // the part file's absolute path
 	file *sftp.File
+
+	mu    sync.Mutex
+	stops []func() []*sftp.File // Append's joining of stripe channels: each returns its handles
+
+	mode chan os.FileMode // the destination's mode for Finish; nil unless opened for it
 }
 
 // OpenResumable reopens the part file of an upload to p for writing. The part file must still
-// be a regular file (never a symlink put in its place): else fs.ErrNotExist.
+// be a regular file (never a symlink put in its place): else fs.ErrNotExist. Its lstat and its
+// open go out together, one round trip; a handle opened where the lstat finds no regular file
+// is closed without a byte written through it.
 func (f *FS) OpenResumable(ctx context.Context, p, part string) (*ResumableFile, error) {
+	return f.openResumable(ctx, p, part, false)
+}
+
+// OpenResumableToFinish is OpenResumable for the request that will write an upload's last
+// bytes: the destination's mode, which Finish gives the part file, is looked up beside the
+// open rather than after the data.
+func (f *FS) OpenResumableToFinish(ctx context.Context, p, part string) (*ResumableFile, error) {
+	return f.openResumable(ctx, p, part, true)
+}
+
+func (f *FS) openResumable(ctx context.Context, p, part string, finish bool) (*ResumableFile, error) {
 	const op = "upload"
 	abs, tmp, err := f.partPath(ctx, op, p, part)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := f.c.Lstat(tmp)
+	rf := &ResumableFile{f: f, abs: abs, tmp: tmp}
+	if finish {
+		rf.mode = make(chan os.FileMode, 1)
+		go func() { // owned by rf: Finish receives from rf.mode; the send never blocks
+			rf.mode <- f.destMode(abs)
+		}()
+	}
+	type opened struct {
+		file *sftp.File
+		err  error
+	}
+	oc := make(chan opened, 1)
+	go func() { // owned here: received below on every path
+		file, err := f.c.OpenFile(tmp, os.O_WRONLY)
+		oc <- opened{file, err}
+	}()
+	fi, lerr := f.c.Lstat(tmp)
+	o := <-oc
+	switch {
+	case lerr != nil:
+		err = wrap(op, abs, lerr)
+	case !fi.Mode().IsRegular():
+		err = newErr(op, abs, fs.ErrNotExist, fmt.Errorf("part file %s is not a regular file", part))
+	case o.err != nil:
+		err = f.writeErr(op, abs, o.err)
+	}
 	if err != nil {
-		return nil, wrap(op, abs, err)
+		if o.file != nil {
+			_ = o.file.Close()
+		}
+		rf.waitMode()
+		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, newErr(op, abs, fs.ErrNotExist, fmt.Errorf("part file %s is not a regular file", part))
+	rf.file = o.file
+	return rf, nil
+}
+
+// destMode is the mode an upload's file gets: the permissions of the regular file it
+// overwrites, else DefaultFileMode.
+func (f *FS) destMode(abs string) os.FileMode {
+	if fi, ok, err := f.exists(abs); err == nil && ok && fi.Mode().IsRegular() {
+		return fi.Mode().Perm()
 	}
-	file, err := f.c.OpenFile(tmp, os.O_WRONLY)
-	if err != nil {
-		return nil, f.writeErr(op, abs, err)
+	return DefaultFileMode
+}
+
+// waitMode waits for the destination's mode lookup, if one runs, and returns its answer.
+func (r *ResumableFile) waitMode() os.FileMode {
+	if r.mode == nil {
+		return DefaultFileMode
 	}
-	return &ResumableFile{f: f, abs: abs, tmp: tmp, file: file}, nil
+	m := <-r.mode
+	r.mode <- m // for a later call
+	return m
 }
 
 // WriteAt writes b at off. On error some of b may have been written.
 func (r *ResumableFile) WriteAt(b []byte, off int64) error {
-	if _, err := r.file.WriteAt(b, off); err != nil {
+	r.mu.Lock()
+	file := r.file
+	r.mu.Unlock()
+	if file == nil {
+		return newErr("upload", r.abs, fs.ErrClosed, nil)
+	}
+	if _, err := file.WriteAt(b, off); err != nil {
 		return r.f.writeErr("upload", r.abs, err)
 	}
 	return nil
 }
 
-// Close closes the part file.
+// Close closes the part file, on every channel it is open on, all at once. Closing it again,
+// or after Finish, does nothing.
 func (r *ResumableFile) Close() error {
-	if err := r.file.Close(); err != nil {
+	r.waitMode()
+	if err := r.closeAll(); err != nil {
 		return r.f.writeErr("upload", r.abs, err)
 	}
 	return nil
+}
+
+// closeAll closes every handle not yet closed, all at once, and joins their errors (a close
+// reports a write the server failed late).
+func (r *ResumableFile) closeAll() error {
+	r.mu.Lock()
+	stops, file := r.stops, r.file
+	r.file, r.stops = nil, nil
+	r.mu.Unlock()
+	var (
+		wg   sync.WaitGroup
+		emu  sync.Mutex
+		errs []error
+	)
+	closeAsync := func(h *sftp.File) {
+		wg.Go(func() {
+			if err := h.Close(); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		})
+	}
+	if file != nil {
+		closeAsync(file) // at once: the stripe channels' opens under way are waited for below
+	}
+	for _, stop := range stops {
+		for _, h := range stop() {
+			closeAsync(h)
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Finish completes the upload whose last byte was written through r: it closes every handle
+// and, in the same round trip, cuts the part file at size (the committed length: a failed write
+// may have left more) and gives it its mode (an overwritten file's, else DefaultFileMode; see
+// OpenResumableToFinish); once all of that succeeded it renames the part file into place,
+// atomically replacing an existing file with overwrite (without it an existing file is
+// fs.ErrExist). On failure the part file is removed, unless the connection failed
+// (ErrConnection): then it stays for the caller to try again.
+func (r *ResumableFile) Finish(ctx context.Context, size int64, overwrite bool) error {
+	const op = "upload"
+	mode := r.waitMode()
+	var truncErr, chmodErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { truncErr = r.f.c.Truncate(r.tmp, size) })
+	wg.Go(func() { chmodErr = r.f.c.Chmod(r.tmp, mode) })
+	closeErr := r.closeAll()
+	wg.Wait()
+	var err error
+	if err = errors.Join(truncErr, chmodErr, closeErr); err != nil {
+		err = r.f.writeErr(op, r.abs, err)
+	} else if err = checkCtx(ctx, op, r.abs); err == nil {
+		err = r.f.rename(op, r.tmp, r.abs, overwrite)
+	}
+	if err != nil && !errors.Is(err, ErrConnection) {
+		_ = r.f.c.Remove(r.tmp)
+	}
+	return err
 }
 
 // FinishResumable cuts the part file of an upload to p at size (the committed length: a failed
@@ -129,10 +260,7 @@ func (f *FS) FinishResumable(ctx context.Context, p, part string, size int64, ov
 	if err != nil {
 		return nil, err
 	}
-	mode := DefaultFileMode
-	if fi, ok, err := f.exists(abs); err == nil && ok && fi.Mode().IsRegular() {
-		mode = fi.Mode().Perm()
-	}
+	mode := f.destMode(abs)
 	err = f.c.Truncate(tmp, size)
 	if err == nil {
 		err = f.c.Chmod(tmp, mode)

@@ -21,12 +21,24 @@ type AppendOptions struct {
 	Buffers [][]byte
 	// Stripes delivers further SFTP channels to the same system as they open; the part file is
 	// opened for writing on each and chunks go over whichever channel is free (for long fat
-	// paths, where one channel's window is the limit). The sender owns the channels.
+	// paths, where one channel's window is the limit). The sender owns the channels and keeps
+	// them until the ResumableFile is closed: the handles on them stay open till then.
 	Stripes <-chan *sftp.Client
 	// Commit is called, from Append's goroutine and in offset order, with the end of each
 	// prefix of the file now completely written and the hash state after it; its error stops
 	// the append. Several chunks finishing together are one call.
 	Commit func(end int64, hashState []byte) error
+	// Trace, if set, is told of each step as it ends, for timing it: "joined" (a stripe
+	// channel's handle started writing), "first" (the first chunk's write was acknowledged)
+	// and "written" (every write acknowledged and committed). It must not block.
+	Trace func(step string)
+}
+
+// trace tells o.Trace of step, if set.
+func (o AppendOptions) trace(step string) {
+	if o.Trace != nil {
+		o.Trace(step)
+	}
 }
 
 // appendDone is one chunk's write finished.
@@ -50,7 +62,8 @@ type appendChunk struct {
 // offset below which every byte was written, with the hash state at that offset. It returns the
 // offset reached by the bytes read (committed or not, see Commit) and the first error. On error
 // the writes in flight are waited for; bytes past the last commit may or may not be on disk,
-// which the committed offset makes harmless.
+// which the committed offset makes harmless. The part file stays open on every stripe channel
+// that joined, until rf is closed (Close or Finish).
 func (rf *ResumableFile) Append(ctx context.Context, r io.Reader, off, limit int64, h hash.Hash, opts AppendOptions) (int64, error) {
 	if len(opts.Buffers) == 0 || len(opts.Buffers[0]) == 0 {
 		return off, errors.New("append: no buffers")
@@ -86,7 +99,13 @@ func (rf *ResumableFile) Append(ctx context.Context, r io.Reader, off, limit int
 		return true
 	}
 	start(rf.file)
-	stop := JoinOn(opts.Stripes, rf.tmp, os.O_WRONLY, start)
+	stop := JoinOn(opts.Stripes, rf.tmp, os.O_WRONLY, func(f *sftp.File) bool {
+		ok := start(f)
+		if ok {
+			opts.trace("joined")
+		}
+		return ok
+	})
 
 	// In-order commits, by a goroutine of their own so that a commit never waits for the body:
 	// chunks finish in any order; meta holds those handed out and not yet committed.
@@ -103,7 +122,12 @@ func (rf *ResumableFile) Append(ctx context.Context, r io.Reader, off, limit int
 	committed := make(chan struct{})
 	go func() {
 		defer close(committed)
+		first := true
 		for d := range done {
+			if first {
+				opts.trace("first")
+				first = false
+			}
 			cmu.Lock()
 			if d.err != nil && firstErr == nil {
 				firstErr = rf.f.writeErr("upload", rf.abs, d.err)
@@ -176,11 +200,14 @@ read:
 	wg.Wait()
 	close(done)
 	<-committed
-	for _, x := range stop() {
-		if err := x.Close(); err != nil && firstErr == nil {
-			firstErr = rf.f.writeErr("upload", rf.abs, err) // a close reports a write the server failed late
-		}
-	}
+	opts.trace("written")
+	// The stripe channels' handles stay open until the caller closes the part file (Close or
+	// Finish, all handles at once), and the opens still under way on channels that came late
+	// are waited for only then: every write has been answered, nothing more is written (a
+	// handle that opens now is refused), and the caller's answer need not wait for either.
+	rf.mu.Lock()
+	rf.stops = append(rf.stops, stop)
+	rf.mu.Unlock()
 	if firstErr != nil {
 		return off, firstErr
 	}

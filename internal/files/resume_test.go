@@ -1,9 +1,12 @@
 package files
 
 import (
+	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -101,5 +104,109 @@ func TestResumable(t *testing.T) {
 	}
 	if names, _ := os.ReadDir(filepath.Join(root, "sub")); len(names) != 1 {
 		t.Fatalf("left behind: %v", names)
+	}
+}
+
+// TestResumableFinish covers the last request of a resumable upload through its open part file
+// (OpenResumableToFinish, Finish): the part file is cut at the committed length, gets the
+// overwritten file's mode (else DefaultFileMode) and is renamed into place, or, without
+// overwrite onto an existing file, removed; its handles are closed by Finish (a Close after
+// it does nothing). A symlink in the part file's place is refused with nothing written through
+// it, though its lstat and open go out together.
+func TestResumableFinish(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	f := e.fs(Options{})
+	tests := []struct {
+		name      string
+		existing  os.FileMode // 0: no file at the destination
+		overwrite bool
+		wantErr   error
+		wantMode  os.FileMode
+	}{
+		{"new file", 0, false, nil, DefaultFileMode},
+		{"overwrite keeps the mode", 0o640, true, nil, 0o640},
+		{"existing without overwrite", 0o600, false, fs.ErrExist, 0o600},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dest := filepath.Join(e.dir, strings.ReplaceAll(tc.name, " ", "-")+".bin")
+			if tc.existing != 0 {
+				writeAsUser(t, e, dest, "old", tc.existing)
+			}
+			_, part, err := f.CreateResumable(ctx, dest, true, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := f.OpenResumableToFinish(ctx, dest, part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// More than is committed, as a failed write leaves it.
+			if err := w.WriteAt([]byte("committed+garbage"), 0); err != nil {
+				t.Fatal(err)
+			}
+			err = w.Finish(ctx, int64(len("committed")), tc.overwrite)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Finish: %v, want %v", err, tc.wantErr)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatalf("Close after Finish: %v", err)
+			}
+			if err := w.WriteAt([]byte("x"), 0); err == nil {
+				t.Fatal("a write after Finish succeeded")
+			}
+			if _, err := os.Lstat(filepath.Join(e.dir, part)); !os.IsNotExist(err) {
+				t.Fatalf("the part file is still there: %v", err)
+			}
+			b, _ := os.ReadFile(dest)
+			fi, err := os.Stat(dest)
+			if err != nil || fi.Mode().Perm() != tc.wantMode {
+				t.Fatalf("destination: %v %v, want mode %v", fi, err, tc.wantMode)
+			}
+			want := "committed"
+			if tc.wantErr != nil {
+				want = "old"
+			}
+			if string(b) != want {
+				t.Fatalf("content %q, want %q", b, want)
+			}
+		})
+	}
+
+	// A symlink to a file of the user's in the part file's place: refused, the file untouched.
+	dest := filepath.Join(e.dir, "victim-dest.bin")
+	_, part, err := f.CreateResumable(ctx, dest, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(e.dir, "victim.txt")
+	writeAsUser(t, e, victim, "precious", 0o644) // the user may write it
+	if err := e.sftp.Remove(filepath.Join(e.dir, part)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sftp.Symlink(victim, filepath.Join(e.dir, part)); err != nil {
+		t.Fatal(err)
+	}
+	for _, open := range []func(context.Context, string, string) (*ResumableFile, error){f.OpenResumable, f.OpenResumableToFinish} {
+		if _, err := open(ctx, dest, part); !isKind(err, fs.ErrNotExist) {
+			t.Fatalf("symlinked part file: %v", err)
+		}
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "precious" {
+		t.Fatalf("the symlink's target: %q %v", b, err)
+	}
+}
+
+// writeAsUser writes content to p as the remote user, with mode.
+func writeAsUser(t *testing.T, e *env, p, content string, mode os.FileMode) {
+	t.Helper()
+	w, err := e.sftp.Create(p)
+	if err == nil {
+		_, err = w.Write([]byte(content))
+		err = errors.Join(err, w.Chmod(mode), w.Close())
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

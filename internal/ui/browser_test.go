@@ -289,9 +289,10 @@ func TestBrowser(t *testing.T) {
 	screenshot(t, ctx, "ui-error")
 
 	// Upload a file through the file picker, resumably (tus): the first PATCH is cut after
-	// half its body reached the server (fetch then fails as on a dropped connection); the page
-	// asks the committed offset with HEAD, sends the rest, and the server verifies the SHA-256
-	// and renames the file into place.
+	// half its body reached the server (the page's XMLHttpRequest then fails as on a dropped
+	// connection); the page asks the committed offset with HEAD, sends the rest, and the server
+	// verifies the SHA-256 and renames the file into place. The progress shown moves within a
+	// PATCH (XHR upload progress): the page sends the file in one PATCH.
 	payload := make([]byte, 10<<20+17)
 	_, _ = rand.Read(payload)
 	local := filepath.Join(t.TempDir(), "upload.bin")
@@ -300,15 +301,23 @@ func TestBrowser(t *testing.T) {
 	}
 	step(t, ctx, "dismiss the error", chromedp.Click(chromedp.ID("error-close")))
 	evalJS[bool](t, ctx, `(() => {
-		const real = window.fetch;
+		const open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
 		window.cuts = 0;
-		window.fetch = async (url, opts = {}) => {
-			if (opts.method === "PATCH" && window.cuts === 0) {
+		XMLHttpRequest.prototype.open = function (method, ...rest) {
+			this.method = method;
+			return open.call(this, method, ...rest);
+		};
+		XMLHttpRequest.prototype.send = function (body) {
+			if (this.method === "PATCH" && window.cuts === 0) {
 				window.cuts++;
-				await real(url, { ...opts, body: opts.body.slice(0, opts.body.size / 2) });
-				throw new TypeError("Failed to fetch");
+				const failed = this.onerror;
+				this.onload = () => {
+					window.atCut = document.getElementById("upload-status").textContent;
+					failed();
+				};
+				return send.call(this, body.slice(0, body.size / 2));
 			}
-			return real(url, opts);
+			return send.call(this, body);
 		};
 		return true;
 	})()`)
@@ -322,6 +331,10 @@ func TestBrowser(t *testing.T) {
 	}
 	if n := evalJS[int](t, ctx, `window.cuts`); n != 1 {
 		t.Fatalf("%d PATCHes cut", n)
+	}
+	// The progress moved within the cut PATCH, before its answer: the half of the file it sent.
+	if s := evalJS[string](t, ctx, `window.atCut`); !strings.HasSuffix(s, "(49%)") {
+		t.Fatalf("progress shown when the cut PATCH's answer came: %q, want the 49%% it sent", s)
 	}
 	if n := evalJS[int](t, ctx, `Object.keys(localStorage).filter((k) => k.startsWith("sshapi.tus")).length`); n != 0 {
 		t.Fatalf("%d resume entries left in localStorage after success", n)
