@@ -21,6 +21,10 @@ import (
 // the service allows (measured with `sshapi bench tus`).
 const DefaultChunkSize = 1 << 30
 
+// MinChunkSize is the smallest PATCH UploadResumable falls back to when a 413 (a proxy's body
+// limit in front of the service) refuses larger ones: it halves the PATCH size down to this.
+const MinChunkSize = 1 << 20
+
 // ResumableOptions controls UploadResumable.
 type ResumableOptions struct {
 	// SHA256 is the content's hex digest; the server refuses a mismatch on the last byte (422)
@@ -78,7 +82,8 @@ const LockWait = 2 * time.Minute
 var ErrUploadGone = errors.New("the resumable upload no longer exists")
 
 // UploadResumable uploads size bytes of r to the remote path through the service's tus endpoint
-// (/v1/systems/{id}/uploads): PATCHes of o.ChunkSize bytes; after a lost connection, a 5xx, a
+// (/v1/systems/{id}/uploads): PATCHes of o.ChunkSize bytes (halved, down to MinChunkSize, each
+// time one is refused with 413 Content Too Large); after a lost connection, a 5xx, a
 // 409 or a 423, a HEAD for the committed offset and an empty PATCH there (which succeeds only
 // once the failed request has ended on the server, so the next PATCH is not refused halfway
 // through its body), then the rest from there. o.URL continues an earlier upload. A lost
@@ -168,6 +173,14 @@ func (c *Client) UploadResumable(ctx context.Context, system, p string, r io.Rea
 					continue
 				}
 			}
+		}
+		if current && IsStatus(err, http.StatusRequestEntityTooLarge) && min(o.ChunkSize, size-off) > MinChunkSize {
+			// Something in front of the service (a proxy's body limit) refused a PATCH this
+			// large: halve the PATCHes and go on from the committed offset, not counting a
+			// failure; at MinChunkSize a refusal is final.
+			o.ChunkSize = max(MinChunkSize, min(o.ChunkSize, size-off)/2)
+			current = false
+			continue
 		}
 		if !resumable(err) || ctx.Err() != nil {
 			return err

@@ -23,6 +23,7 @@ class Fault:
     status: int = 503
     retry_after: Optional[str] = None
     times: int = 1
+    min_body: int = -1  # only requests whose body is larger than this match
 
 
 @dataclass
@@ -48,10 +49,10 @@ class FaultProxy:
         host, port = self.server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def take(self, method: str, path: str) -> Optional[Fault]:
+    def take(self, method: str, path: str, body_bytes: int = 0) -> Optional[Fault]:
         with self.lock:
             for f in self.faults:
-                if f.times > 0 and f.method == method and f.path_part in path:
+                if f.times > 0 and f.method == method and f.path_part in path and body_bytes > f.min_body:
                     f.times -= 1
                     return f
         return None
@@ -76,7 +77,7 @@ class FaultProxy:
 
             def _handle(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
-                f = proxy.take(self.command, self.path)
+                f = proxy.take(self.command, self.path, n)
                 if f is not None and f.kind == "cut":
                     got = len(self.rfile.read(n // 2))
                     proxy.record(Seen(self.command, self.path, time.monotonic(), got, "cut"))

@@ -171,6 +171,30 @@ def test_resumable_upload_survives_a_cut_and_a_503(demo: Demo, proxy: FaultProxy
     assert seen[-1] == (len(data), len(data))
 
 
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_resumable_upload_halves_its_patches_on_a_body_limit(demo: Demo, proxy: FaultProxy, rdir: str, tmp_path: Path, use_async: bool) -> None:
+    data = os.urandom((5 << 20) + 99)
+    src = tmp_path / "limited.bin"
+    src.write_bytes(data)
+    limit = 2 << 20  # the proxy refuses larger bodies with 413, as nginx's client_max_body_size does
+    proxy.faults = [Fault("PATCH", "/uploads/", "status", 413, times=1000, min_body=limit)]
+    if use_async:
+
+        async def run() -> None:
+            async with sshapi.AsyncClient(proxy.url, token=demo.token, retry=FAST) as c:
+                await c.upload(demo.system, src, f"{rdir}/limited.bin", resumable=True)
+
+        asyncio.run(run())
+    else:
+        with sshapi.Client(proxy.url, token=demo.token, retry=FAST) as c:
+            c.upload(demo.system, src, f"{rdir}/limited.bin", resumable=True)
+    with sshapi.Client(demo.url, token=demo.token) as c:
+        assert c.checksum(demo.system, f"{rdir}/limited.bin").checksum == hashlib.sha256(data).hexdigest()
+    sizes = [(s.body_bytes, s.fault) for s in proxy.requests("PATCH", "/uploads/") if s.body_bytes]
+    # the default PATCH (the whole file) and its half refused, then quarters of it passed
+    assert sizes == [(len(data), "status 413"), (len(data) // 2, "status 413")] + [(len(data) // 4, "")] * 4 + [(len(data) - 4 * (len(data) // 4), "")], sizes
+
+
 def test_resumable_upload_checksum_mismatch_leaves_nothing(client: sshapi.Client, demo: Demo, rdir: str) -> None:
     data = b"x" * 1000
     with pytest.raises(sshapi.ChecksumMismatchError):

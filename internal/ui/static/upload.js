@@ -6,7 +6,8 @@
 // connection costs at most about a MiB whatever the PATCH size: the page asks the server's
 // offset with HEAD and goes on from there. PATCHes are large because each costs the server a
 // few round trips to the system (an open, the last write's answer, the closing), which on a far
-// system made 8 MiB PATCHes crawl; the progress shown is the bytes sent (XHR upload progress). Each upload's URL is kept
+// system made 8 MiB PATCHes crawl; a 413 (a proxy's body limit) halves them, down to MIN_CHUNK.
+// The progress shown is the bytes sent (XHR upload progress). Each upload's URL is kept
 // in localStorage under the system, destination, size and modification time of the file, so
 // uploading the same file again after a reload or a crash resumes it; the entry is removed on
 // success and when the server no longer knows the upload.
@@ -18,6 +19,7 @@ const csrfHeader = () => ({ "X-CSRF-Token": session.csrf });
 const sessionEnded = () => { signedOut(); return new APIError("Your session ended: sign in again.", 401); };
 const hashLimit = 256 << 20;
 const CHUNK = 1 << 30;    // most bytes per PATCH
+const MIN_CHUNK = 1 << 20; // a 413 (a proxy's body limit) halves the PATCHes down to this
 const RETRIES = 5;        // consecutive failed PATCHes before giving up (the upload stays resumable)
 
 async function sha256Hex(file) {
@@ -102,12 +104,13 @@ async function uploadOne(file, relPath, progress) {
     if (file.size > 0) localStorage.setItem(key, url);
   }
   let failures = 0;
+  let chunk = CHUNK;
   while (offset < file.size) {
     progress(offset);
     let res = null;
     try {
       const from = offset;
-      res = await patch(url, from, file.slice(from, Math.min(from + CHUNK, file.size)), (n) => progress(from + n));
+      res = await patch(url, from, file.slice(from, Math.min(from + chunk, file.size)), (n) => progress(from + n));
     } catch (err) {
       if (err.message.startsWith("Your session ended")) throw err;
     }
@@ -116,14 +119,17 @@ async function uploadOne(file, relPath, progress) {
       failures = 0;
       continue;
     }
-    if (res && ![409, 423].includes(res.status) && res.status < 500) { // the upload is over: refused, failed or gone
+    const tooLarge = res && res.status === 413 && Math.min(chunk, file.size - offset) > MIN_CHUNK;
+    if (tooLarge) { // something in front of the service refuses bodies this large: halve the PATCHes
+      chunk = Math.max(MIN_CHUNK, Math.floor(Math.min(chunk, file.size - offset) / 2));
+    } else if (res && ![409, 423].includes(res.status) && res.status < 500) { // the upload is over: refused, failed or gone
       localStorage.removeItem(key);
       throw new Error(`${relPath}: ${await problemText(res)}`);
     }
     // The connection failed, or another request holds the upload: wait, ask where the
     // server got to and go on from there.
-    if (++failures > RETRIES) throw new Error(`${relPath}: the upload keeps failing; upload the same file again to resume it`);
-    await sleep(500 * failures);
+    if (!tooLarge && ++failures > RETRIES) throw new Error(`${relPath}: the upload keeps failing; upload the same file again to resume it`);
+    if (!tooLarge) await sleep(500 * failures);
     const committed = await committedOffset(url);
     if (committed === null) {
       localStorage.removeItem(key);

@@ -82,6 +82,21 @@ def patch_call(url: str, offset: int, n: int) -> Call[int]:
     return Call("PATCH", url, _offset, headers=headers)
 
 
+#: The smallest PATCH that a 413 (a proxy's body limit in front of the service) halves the
+#: PATCHes down to; at this size a 413 is final.
+MIN_CHUNK_SIZE = 1 << 20
+
+
+def halved(e: Exception, chunk_size: int, left: int) -> Optional[int]:
+    """The PATCH size to go on with after e when e is a 413 (something in front of the service
+    refuses bodies this large) for a PATCH larger than MIN_CHUNK_SIZE: half of it, at least
+    MIN_CHUNK_SIZE; otherwise None."""
+    n = min(chunk_size, left)
+    if isinstance(e, APIError) and e.status == 413 and n > MIN_CHUNK_SIZE:
+        return max(MIN_CHUNK_SIZE, n // 2)
+    return None
+
+
 def worth_resuming(e: Exception) -> bool:
     """True for failures after which the committed offset is worth asking for: a lost
     connection, a server error, a 409 (the offset moved, e.g. a cut request still wrote) or a 423

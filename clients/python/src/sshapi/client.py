@@ -406,6 +406,11 @@ class Client(Base):
                 offset = self._patch(patch, body)
                 failures, locked = 0, 0
             except (ConnectionFailed, APIError) as e:
+                smaller = tus.halved(e, chunk_size, size - offset) if current else None
+                if smaller is not None:
+                    # a proxy's body limit: smaller PATCHes from the committed offset, not a failure
+                    chunk_size, current = smaller, False
+                    continue
                 if not tus.worth_resuming(e):
                     raise
                 current = False
