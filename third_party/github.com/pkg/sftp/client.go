@@ -1160,12 +1160,13 @@ func (f *File) Read(b []byte) (int, error) {
 func (f *File) readChunkAt(ch chan result, b []byte, off int64) (n int, err error) {
 	for err == nil && n < len(b) {
 		id := f.c.nextID()
-		typ, data, err := f.c.sendPacket(context.Background(), ch, &sshFxpReadPacket{
+		s := f.c.sendRead(ch, &sshFxpReadPacket{
 			ID:     id,
 			Handle: f.handle,
 			Offset: uint64(off) + uint64(n),
 			Len:    uint32(len(b) - n),
-		})
+		}, b[n:])
+		typ, data, err := s.typ, s.data, s.err
 		if err != nil {
 			return n, err
 		}
@@ -1175,11 +1176,11 @@ func (f *File) readChunkAt(ch chan result, b []byte, off int64) (n int, err erro
 			return n, normaliseError(unmarshalStatus(id, data))
 
 		case sshFxpData:
-			data, err = unmarshalDataReply(id, data)
+			k, err := s.readData(id, b[n:])
 			if err != nil {
 				return n, err
 			}
-			n += copy(b[n:], data)
+			n += k
 
 		default:
 			return n, unimplementedPacketErr(typ)
@@ -1267,6 +1268,12 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 		chunkSize := f.c.maxPacket
 
 		for len(b) > 0 {
+			select {
+			case <-cancel:
+				return
+			default:
+			}
+
 			rb := b
 			if len(rb) > chunkSize {
 				rb = rb[:chunkSize]
@@ -1275,18 +1282,17 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 			id := f.c.nextID()
 			res := resPool.Get()
 
-			f.c.dispatchRequest(res, &sshFxpReadPacket{
+			f.c.dispatchRead(res, &sshFxpReadPacket{
 				ID:     id,
 				Handle: f.handle,
 				Offset: uint64(offset),
 				Len:    uint32(len(rb)),
-			})
+			}, rb)
 
-			select {
-			case workCh <- work{id, res, rb, offset}:
-			case <-cancel:
-				return
-			}
+			// A worker waits for the reply of every read sent, even after
+			// a failure: it may be read into rb, which must not happen
+			// once ReadAt has returned.
+			workCh <- work{id, res, rb, offset}
 
 			offset += int64(len(rb))
 			b = b[len(rb):]
@@ -1319,11 +1325,8 @@ func (f *File) readAt(b []byte, off int64) (int, error) {
 						err = normaliseError(unmarshalStatus(packet.id, s.data))
 
 					case sshFxpData:
-						var data []byte
-						data, err = unmarshalDataReply(packet.id, s.data)
+						n, err = s.readData(packet.id, packet.b)
 						if err == nil {
-							n = copy(packet.b, data)
-
 							// For normal disk files, it is guaranteed that this will read
 							// the specified number of bytes, or up to end of file.
 							// This implies, if we have a short read, that means EOF.
