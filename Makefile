@@ -37,7 +37,7 @@ test-x-crypto:
 	$(GO) test -count=1 golang.org/x/crypto/ssh/... golang.org/x/crypto/chacha20 \
 		golang.org/x/crypto/chacha20poly1305 golang.org/x/crypto/internal/poly1305
 
-## test-pkg-sftp: the patched github.com/pkg/sftp (third_party/README.md) is upstream plus
+## test-pkg-sftp: the patched github.com/pkg/sftp (third_party/pkg-sftp.md) is upstream plus
 ## third_party/pkg-sftp.patch, and passes its own tests against OpenSSH's sftp-server and its own
 ## server, the patch's (read_direct_test.go) also under the race detector.
 test-pkg-sftp:

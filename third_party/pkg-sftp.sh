@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # third_party/github.com/pkg/sftp is github.com/pkg/sftp at the version go.mod requires, cut down
 # to the packages sshapi builds with, gofmt'd, with third_party/pkg-sftp.patch applied (see
-# third_party/README.md for why). This script makes that tree from the pristine module, as
+# third_party/pkg-sftp.md for why). This script makes that tree from the pristine module, as
 # x-crypto.sh does for golang.org/x/crypto:
 #
 #   third_party/pkg-sftp.sh check   rebuild it in a temporary directory and fail if the committed
