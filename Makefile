@@ -4,7 +4,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/sshapi/sshapi/internal/service.Version=$(VERSION)
 USER_NAME ?= $(shell id -un)
 
-.PHONY: build run test test-race test-python test-x-crypto demo vet fmt clean fuzz fuzz-deps deps screenshots soak
+.PHONY: build run test test-race test-python test-x-crypto test-pkg-sftp demo vet fmt clean fuzz fuzz-deps deps screenshots soak
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sshapi ./cmd/sshapi
@@ -26,6 +26,7 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 12m ./...
 	$(MAKE) test-x-crypto
+	$(MAKE) test-pkg-sftp
 	$(MAKE) test-python
 
 ## test-x-crypto: the patched golang.org/x/crypto (third_party/README.md) is upstream plus
@@ -35,6 +36,16 @@ test-x-crypto:
 	third_party/x-crypto.sh check
 	$(GO) test -count=1 golang.org/x/crypto/ssh/... golang.org/x/crypto/chacha20 \
 		golang.org/x/crypto/chacha20poly1305 golang.org/x/crypto/internal/poly1305
+
+## test-pkg-sftp: the patched github.com/pkg/sftp (third_party/pkg-sftp.md) is upstream plus
+## third_party/pkg-sftp.patch, and passes its own tests against OpenSSH's sftp-server and its own
+## server, the patch's (read_direct_test.go) also under the race detector.
+test-pkg-sftp:
+	third_party/pkg-sftp.sh check
+	$(GO) test -count=1 github.com/pkg/sftp/...
+	$(GO) test -count=1 github.com/pkg/sftp -integration
+	$(GO) test -count=1 github.com/pkg/sftp -integration -testserver
+	$(GO) test -count=1 -race -run TestReadDirect github.com/pkg/sftp -integration
 
 ## screenshots: the web interface's browser test (Chromium, a real sshd and OIDC provider) writing
 ## its screenshots into docs/img/ (by default they go to build/ui-screenshots/).

@@ -93,3 +93,5 @@ require (
 )
 
 replace golang.org/x/crypto v0.58.0 => ./third_party/golang.org/x/crypto
+
+replace github.com/pkg/sftp v1.13.12 => ./third_party/github.com/pkg/sftp
