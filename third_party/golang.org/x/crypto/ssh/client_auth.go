@@ -76,8 +76,33 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 	var partialSuccess []string
 
 	sessionID := c.transport.getSessionID()
-	for auth := AuthMethod(new(noneAuth)); auth != nil; {
+	// sshapi patch: with an OpenSSH server, when the first configured method is publickey it
+	// goes first instead of the "none" probe, whose use is to learn the allowed methods (RFC
+	// 4252 §5.2) and which costs a round trip; with a single key that request is already the
+	// signed one (see publicKeyCallback.auth), so a login takes one round trip instead of three.
+	// sshd answers a publickey request with the allowed methods as it would the probe, and never
+	// requires "none" itself (servers built on this package may: NoClientAuthCallback can make
+	// it a step of its own, so they keep the probe). If that first attempt fails with publickey
+	// not allowed at this point (e.g. AuthenticationMethods password,publickey), or learns
+	// nothing (no usable key, a signer error), the probe runs after all and the attempt does not
+	// count as tried.
+	auth := AuthMethod(new(noneAuth))
+	skipNone := false
+	if config.AuthCallback == nil && len(config.Auth) > 0 && strings.HasPrefix(string(c.serverVersion), "SSH-2.0-OpenSSH_") {
+		if pk, ok := config.Auth[0].(publicKeyCallback); ok {
+			auth, skipNone = pk, true
+		}
+	}
+	for auth != nil {
 		ok, methods, err := auth.auth(sessionID, config.User, c.transport, config.Rand, extensions)
+		if skipNone {
+			skipNone = false
+			_, isDisconnect := err.(*disconnectMsg)
+			if ok != authSuccess && !isDisconnect && (err != nil || ok == authFailure && !slices.Contains(methods, "publickey")) {
+				auth = new(noneAuth)
+				continue
+			}
+		}
 		if err != nil {
 			// On disconnect, return error immediately
 			if _, isDisconnect := err.(*disconnectMsg); isDisconnect {
@@ -356,26 +381,38 @@ func (cb publicKeyCallback) auth(session []byte, user string, c packetConn, rand
 			errSigAlgo = err
 			continue
 		}
-		ok, err := validateKey(pub, algo, user, c)
-		if err != nil {
-			return authFailure, nil, err
+		// sshapi patch: a single key is sent signed at once, without first asking whether the
+		// server would take it (RFC 4252 §7 allows either; OpenSSH's sshd answers a signed
+		// request for a key it refuses with a failure, as it does the query), which saves a
+		// round trip on every login. Several keys are queried first as before, so that only
+		// the accepted one is signed.
+		direct := origSignersLen == 1 && idx == 0
+		ok := direct
+		if !direct {
+			ok, err = validateKey(pub, algo, user, c)
+			if err != nil {
+				return authFailure, nil, err
+			}
 		}
 		// OpenSSH 7.2-7.7 advertises support for rsa-sha2-256 and rsa-sha2-512
 		// in the "server-sig-algs" extension but doesn't support these
 		// algorithms for certificate authentication, so if the server rejects
 		// the key try to use the obtained algorithm as if "server-sig-algs" had
 		// not been implemented if supported from the algorithm signer.
-		if !ok && idx < origSignersLen && isRSACert(algo) && algo != CertAlgoRSAv01 {
-			if slices.Contains(as.Algorithms(), KeyAlgoRSA) {
-				// We retry using the compat algorithm after all signers have
-				// been tried normally.
-				signers = append(signers, &multiAlgorithmSigner{
-					AlgorithmSigner:     as,
-					supportedAlgorithms: []string{KeyAlgoRSA},
-				})
+		retryCompat := func() {
+			if idx < origSignersLen && isRSACert(algo) && algo != CertAlgoRSAv01 {
+				if slices.Contains(as.Algorithms(), KeyAlgoRSA) {
+					// We retry using the compat algorithm after all signers have
+					// been tried normally.
+					signers = append(signers, &multiAlgorithmSigner{
+						AlgorithmSigner:     as,
+						supportedAlgorithms: []string{KeyAlgoRSA},
+					})
+				}
 			}
 		}
 		if !ok {
+			retryCompat()
 			continue
 		}
 
@@ -411,6 +448,9 @@ func (cb publicKeyCallback) auth(session []byte, user string, c packetConn, rand
 		success, methods, err = handleAuthResponse(c)
 		if err != nil {
 			return authFailure, nil, err
+		}
+		if direct && success == authFailure {
+			retryCompat() // the refusal a query would have had
 		}
 
 		// If authentication succeeds or partially succeeds, return immediately
