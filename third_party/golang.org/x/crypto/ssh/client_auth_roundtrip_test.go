@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // scriptedSSHD answers RFC 4252 requests as sshd would with AuthenticationMethods steps: each
@@ -31,6 +32,10 @@ type scriptedSSHD struct {
 	banner   string
 	sigAlgs  []string // server-sig-algs; default: the package's defaults
 	refuse   []string // public key algorithms refused although announced (OpenSSH 7.2-7.7 with RSA certificates)
+	// pipelined: the client must send its first authentication request before it has the
+	// service accept, which the server sends only then (a client that waits for it fails on
+	// its connection's deadline).
+	pipelined bool
 }
 
 // run serves one connection and returns the requests it saw, as "none", "password",
@@ -61,8 +66,11 @@ func (s *scriptedSSHD) run(c net.Conn) ([]string, error) {
 	if err := Unmarshal(packet, &sr); err != nil || sr.Service != serviceUserAuth {
 		return nil, fmt.Errorf("want a service request for %s, got %v (%v)", serviceUserAuth, packet, err)
 	}
-	if err := tr.writePacket(Marshal(&serviceAcceptMsg{Service: serviceUserAuth})); err != nil {
-		return nil, err
+	accept := func() error { return tr.writePacket(Marshal(&serviceAcceptMsg{Service: serviceUserAuth})) }
+	if !s.pipelined {
+		if err := accept(); err != nil {
+			return nil, err
+		}
 	}
 	var seen []string
 	step := 0
@@ -71,6 +79,11 @@ func (s *scriptedSSHD) run(c net.Conn) ([]string, error) {
 		packet, err := tr.readPacket()
 		if err != nil {
 			return seen, err
+		}
+		if s.pipelined && len(seen) == 0 {
+			if err := accept(); err != nil {
+				return nil, err
+			}
 		}
 		var req userAuthRequestMsg
 		if err := Unmarshal(packet, &req); err != nil {
@@ -170,12 +183,12 @@ func TestClientAuthRoundTrips(t *testing.T) {
 		wantErr string
 	}{{
 		name:   "one key, OpenSSH: one signed request, no probe",
-		server: scriptedSSHD{version: openssh, steps: [][]string{{"publickey", "password"}}, keys: []PublicKey{ed.PublicKey()}},
+		server: scriptedSSHD{pipelined: true, version: openssh, steps: [][]string{{"publickey", "password"}}, keys: []PublicKey{ed.PublicKey()}},
 		auth:   []AuthMethod{PublicKeys(ed)},
 		want:   []string{"publickey!ssh-ed25519"},
 	}, {
 		name:   "one RSA key: the algorithm from server-sig-algs",
-		server: scriptedSSHD{version: openssh, steps: [][]string{{"publickey"}}, keys: []PublicKey{rsa.PublicKey()}, sigAlgs: []string{KeyAlgoRSASHA256, KeyAlgoED25519}},
+		server: scriptedSSHD{pipelined: true, version: openssh, steps: [][]string{{"publickey"}}, keys: []PublicKey{rsa.PublicKey()}, sigAlgs: []string{KeyAlgoRSASHA256, KeyAlgoED25519}},
 		auth:   []AuthMethod{PublicKeys(rsa)},
 		want:   []string{"publickey!" + KeyAlgoRSASHA256},
 	}, {
@@ -185,28 +198,28 @@ func TestClientAuthRoundTrips(t *testing.T) {
 		want:   []string{"none", "publickey!ssh-ed25519"},
 	}, {
 		name:   "two keys: each queried before the accepted one is signed",
-		server: scriptedSSHD{version: openssh, steps: [][]string{{"publickey"}}, keys: []PublicKey{ed.PublicKey()}},
+		server: scriptedSSHD{pipelined: true, version: openssh, steps: [][]string{{"publickey"}}, keys: []PublicKey{ed.PublicKey()}},
 		auth:   []AuthMethod{PublicKeys(ecdsa, ed)},
 		want:   []string{"publickey?" + ecdsa.PublicKey().Type(), "publickey?ssh-ed25519", "publickey!ssh-ed25519"},
 	}, {
 		name:   "refused key, then the password",
-		server: scriptedSSHD{version: openssh, steps: [][]string{{"publickey", "password"}}, keys: []PublicKey{ecdsa.PublicKey()}, password: "pw"},
+		server: scriptedSSHD{pipelined: true, version: openssh, steps: [][]string{{"publickey", "password"}}, keys: []PublicKey{ecdsa.PublicKey()}, password: "pw"},
 		auth:   []AuthMethod{PublicKeys(ed), Password("pw")},
 		want:   []string{"publickey!ssh-ed25519", "password"},
 	}, {
 		name:    "refused key, nothing else",
-		server:  scriptedSSHD{version: openssh, steps: [][]string{{"publickey", "password"}}, keys: []PublicKey{ecdsa.PublicKey()}},
+		server:  scriptedSSHD{pipelined: true, version: openssh, steps: [][]string{{"publickey", "password"}}, keys: []PublicKey{ecdsa.PublicKey()}},
 		auth:    []AuthMethod{PublicKeys(ed)},
 		want:    []string{"publickey!ssh-ed25519"},
 		wantErr: "unable to authenticate",
 	}, {
 		name:   "AuthenticationMethods publickey,password",
-		server: scriptedSSHD{version: openssh, steps: [][]string{{"publickey"}, {"password"}}, keys: []PublicKey{ed.PublicKey()}, password: "pw"},
+		server: scriptedSSHD{pipelined: true, version: openssh, steps: [][]string{{"publickey"}, {"password"}}, keys: []PublicKey{ed.PublicKey()}, password: "pw"},
 		auth:   []AuthMethod{PublicKeys(ed), Password("pw")},
 		want:   []string{"publickey!ssh-ed25519", "password"},
 	}, {
 		name:   "AuthenticationMethods password,publickey: the key again after the password",
-		server: scriptedSSHD{version: openssh, steps: [][]string{{"password"}, {"publickey"}}, keys: []PublicKey{ed.PublicKey()}, password: "pw"},
+		server: scriptedSSHD{pipelined: true, version: openssh, steps: [][]string{{"password"}, {"publickey"}}, keys: []PublicKey{ed.PublicKey()}, password: "pw"},
 		auth:   []AuthMethod{PublicKeys(ed), Password("pw")},
 		want:   []string{"publickey!ssh-ed25519", "none", "password", "publickey!ssh-ed25519"},
 	}, {
@@ -216,18 +229,18 @@ func TestClientAuthRoundTrips(t *testing.T) {
 		want:   []string{"none", "password"},
 	}, {
 		name:   "certificate",
-		server: scriptedSSHD{version: openssh, steps: [][]string{{"publickey"}}, keys: []PublicKey{cert.PublicKey()}},
+		server: scriptedSSHD{pipelined: true, version: openssh, steps: [][]string{{"publickey"}}, keys: []PublicKey{cert.PublicKey()}},
 		auth:   []AuthMethod{PublicKeys(cert)},
 		want:   []string{"publickey!" + cert.PublicKey().Type()},
 	}, {
 		name: "RSA certificate refused with rsa-sha2-256 (OpenSSH 7.2-7.7): again with ssh-rsa",
-		server: scriptedSSHD{version: "SSH-2.0-OpenSSH_7.4", steps: [][]string{{"publickey"}}, keys: []PublicKey{rsaCertSigner.PublicKey()},
+		server: scriptedSSHD{pipelined: true, version: "SSH-2.0-OpenSSH_7.4", steps: [][]string{{"publickey"}}, keys: []PublicKey{rsaCertSigner.PublicKey()},
 			sigAlgs: []string{KeyAlgoRSASHA256, KeyAlgoRSA}, refuse: []string{CertAlgoRSASHA256v01}},
 		auth: []AuthMethod{PublicKeys(rsaCertSigner)},
 		want: []string{"publickey!" + CertAlgoRSASHA256v01, "publickey?" + CertAlgoRSAv01, "publickey!" + CertAlgoRSAv01},
 	}, {
 		name:   "banner before the first answer",
-		server: scriptedSSHD{version: openssh, steps: [][]string{{"publickey"}}, keys: []PublicKey{ed.PublicKey()}, banner: "welcome\n"},
+		server: scriptedSSHD{pipelined: true, version: openssh, steps: [][]string{{"publickey"}}, keys: []PublicKey{ed.PublicKey()}, banner: "welcome\n"},
 		auth:   []AuthMethod{PublicKeys(ed)},
 		want:   []string{"publickey!ssh-ed25519"},
 	}}
@@ -239,6 +252,9 @@ func TestClientAuthRoundTrips(t *testing.T) {
 			}
 			defer c1.Close()
 			defer c2.Close()
+			if err := c2.SetDeadline(time.Now().Add(20 * time.Second)); err != nil { // a hang fails
+				t.Fatal(err)
+			}
 			type result struct {
 				seen []string
 				err  error
