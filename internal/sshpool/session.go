@@ -195,12 +195,6 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 // does, but tells the server's refusal of the subsystem (ErrNoSFTP: nothing else on the
 // connection is wrong) from a connection that failed, which sftp.NewClient reports alike. The
 // channel's requests are refused and its stderr discarded, as sftp.NewClient leaves them.
-//
-// The client's SSH_FXP_INIT goes out right behind the subsystem request, not a round trip
-// after its answer (the patched x/crypto's SendRequestThen, see third_party/README.md): sshd
-// starts the subsystem before it reads the channel data behind the request, as for OpenSSH's
-// own sftp, whose ssh sends standard input without waiting either. A refused subsystem drops
-// that data with the channel.
 func startSFTP(sc *ssh.Client, opts ...sftp.ClientOption) (*sftp.Client, error) {
 	ch, reqs, err := sc.OpenChannel("session", nil)
 	if err != nil {
@@ -208,51 +202,20 @@ func startSFTP(sc *ssh.Client, opts ...sftp.ClientOption) (*sftp.Client, error) 
 	}
 	go ssh.DiscardRequests(reqs)                            // ends when the channel does
 	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }() // ends when the channel does
-	type started struct {
-		cl  *sftp.Client
-		err error
-	}
-	var start chan started // set once the client is being started
-	startClient := func() {
-		start = make(chan started, 1)
-		go func() { // ends when the version arrives or the channel closes
-			cl, err := sftp.NewClientPipe(ch, ch, opts...)
-			start <- started{cl, err}
-		}()
-	}
-	subsystem := ssh.Marshal(struct{ Name string }{"sftp"})
-	var ok bool
-	if rt, then := ch.(requestThen); then {
-		ok, err = rt.SendRequestThen("subsystem", true, subsystem, startClient)
-	} else {
-		ok, err = ch.SendRequest("subsystem", true, subsystem)
-	}
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"sftp"}))
 	if err == nil && !ok {
 		err = ErrNoSFTP
 	}
 	if err != nil {
 		_ = ch.Close()
-		if start != nil {
-			if r := <-start; r.err == nil {
-				_ = r.cl.Close()
-			}
-		}
 		return nil, fmt.Errorf("sftp subsystem: %w", err)
 	}
-	if start == nil {
-		startClient()
-	}
-	r := <-start
-	if r.err != nil {
+	cl, err := sftp.NewClientPipe(ch, ch, opts...)
+	if err != nil {
 		_ = ch.Close()
-		return nil, r.err
+		return nil, err
 	}
-	return r.cl, nil
-}
-
-// requestThen is the patched x/crypto channel's SendRequestThen (third_party/x-crypto.patch).
-type requestThen interface {
-	SendRequestThen(name string, wantReply bool, payload []byte, sent func()) (bool, error)
+	return cl, nil
 }
 
 // measureWireRTT times one global request that wants a reply (keepalive@openssh.com, which an

@@ -649,16 +649,6 @@ func (ch *channel) Stderr() io.ReadWriter {
 }
 
 func (ch *channel) SendRequest(name string, wantReply bool, payload []byte) (bool, error) {
-	return ch.SendRequestThen(name, wantReply, payload, nil)
-}
-
-// SendRequestThen is SendRequest, calling sent (unless nil) once the request has been written
-// and before its reply is awaited, so that what sent writes on the channel follows the
-// request on the wire. sshapi patch: a client can send a subsystem's first message with the
-// subsystem request instead of a round trip after it (OpenSSH's sshd handles the request
-// before the data behind it), as OpenSSH's ssh does with its standard input. It is not part of
-// the Channel interface: callers reach it with a type assertion.
-func (ch *channel) SendRequestThen(name string, wantReply bool, payload []byte, sent func()) (bool, error) {
 	if !ch.decided {
 		return false, errUndecided
 	}
@@ -698,9 +688,6 @@ func (ch *channel) SendRequestThen(name string, wantReply bool, payload []byte, 
 
 	if err := ch.sendMessage(msg); err != nil {
 		return false, err
-	}
-	if sent != nil {
-		sent()
 	}
 
 	if wantReply {
