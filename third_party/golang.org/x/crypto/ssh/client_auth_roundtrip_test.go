@@ -291,3 +291,92 @@ func TestClientAuthRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+// TestClientAuthOpenSSHFallbacks: with the probe skipped (the server here is this package's,
+// announcing itself as OpenSSH), a refused key still falls back to keyboard-interactive and to
+// a password, a certificate logs in, and a key that only partly succeeds is followed by the
+// method the server asks for next.
+func TestClientAuthOpenSSHFallbacks(t *testing.T) {
+	answers := keyboardInteractive(map[string]string{"question1": "answer1", "question2": "answer2"})
+	refused := testSigners["ed25519"]
+	cert := &Certificate{Key: testPublicKeys["ecdsa"], CertType: UserCert, ValidPrincipals: []string{"testuser"}, ValidBefore: CertTimeInfinity}
+	if err := cert.SignCert(rand.Reader, testSigners["rsa"]); err != nil {
+		t.Fatal(err)
+	}
+	certSigner, err := NewCertSigner(cert, testSigners["ecdsa"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		auth    []AuthMethod
+		want    []string // methods the server logged, in order
+		partial bool     // the key only partly succeeds; a password must follow
+	}{
+		{"refused key, keyboard-interactive", []AuthMethod{PublicKeys(refused), KeyboardInteractive(answers.Challenge)}, []string{"publickey", "keyboard-interactive"}, false},
+		{"refused key, password", []AuthMethod{PublicKeys(refused), Password(clientPassword)}, []string{"publickey", "password"}, false},
+		{"accepted key", []AuthMethod{PublicKeys(testSigners["rsa"])}, []string{"publickey"}, false},
+		{"certificate", []AuthMethod{PublicKeys(certSigner)}, []string{"publickey"}, false},
+		{"key, then the password", []AuthMethod{PublicKeys(testSigners["rsa"]), Password(clientPassword)}, []string{"publickey", "password"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c1, c2, err := netPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c1.Close()
+			defer c2.Close()
+			certChecker := CertChecker{
+				IsUserAuthority: func(k PublicKey) bool { return bytes.Equal(k.Marshal(), testPublicKeys["rsa"].Marshal()) },
+				UserKeyFallback: func(conn ConnMetadata, key PublicKey) (*Permissions, error) {
+					if bytes.Equal(key.Marshal(), testPublicKeys["rsa"].Marshal()) {
+						if tt.partial {
+							return nil, &PartialSuccessError{Next: ServerAuthCallbacks{
+								PasswordCallback: func(conn ConnMetadata, pass []byte) (*Permissions, error) {
+									if string(pass) == clientPassword {
+										return nil, nil
+									}
+									return nil, errors.New("wrong password")
+								},
+							}}
+						}
+						return nil, nil
+					}
+					return nil, errors.New("refused")
+				},
+			}
+			var logged []string
+			config := &ServerConfig{
+				ServerVersion:     "SSH-2.0-OpenSSH_9.6",
+				PublicKeyCallback: certChecker.Authenticate,
+				PasswordCallback: func(conn ConnMetadata, pass []byte) (*Permissions, error) {
+					if string(pass) == clientPassword {
+						return nil, nil
+					}
+					return nil, errors.New("wrong password")
+				},
+				KeyboardInteractiveCallback: func(conn ConnMetadata, challenge KeyboardInteractiveChallenge) (*Permissions, error) {
+					ans, err := challenge("user", "instruction", []string{"question1", "question2"}, []bool{true, true})
+					if err != nil || ans[0] != "answer1" || ans[1] != "answer2" {
+						return nil, errors.New("keyboard-interactive failed")
+					}
+					return nil, nil
+				},
+				AuthLogCallback: func(conn ConnMetadata, method string, err error) { logged = append(logged, method) },
+			}
+			config.AddHostKey(testSigners["ecdsa"])
+			done := make(chan error, 1)
+			go func() { _, err := newServer(c1, config); done <- err }()
+			if _, _, _, err := NewClientConn(c2, "", &ClientConfig{User: "testuser", Auth: tt.auth, HostKeyCallback: InsecureIgnoreHostKey()}); err != nil {
+				t.Fatalf("login: %v", err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("server: %v", err)
+			}
+			if !slices.Equal(logged, tt.want) {
+				t.Errorf("server saw %q, want %q", logged, tt.want)
+			}
+		})
+	}
+}
