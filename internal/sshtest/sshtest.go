@@ -6,6 +6,7 @@ package sshtest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/pem"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +53,9 @@ type Options struct {
 	HostCertificates bool
 	// TrustedUserCAKeys are CAs whose user certificates the server accepts (TrustedUserCAKeys).
 	TrustedUserCAKeys []ssh.PublicKey
+	// LogLevel is sshd's LogLevel; VERBOSE when empty. DEBUG1 logs every authentication
+	// request ("userauth-request for user U service ssh-connection method M").
+	LogLevel string
 }
 
 // Server is a running sshd and everything a client needs to reach it.
@@ -181,9 +186,9 @@ KbdInteractiveAuthentication no
 UsePAM yes
 AllowUsers %[3]s
 PrintMotd no
-LogLevel VERBOSE
+LogLevel %[8]s
 %[7]s%[4]s
-`, port, opts.Dir, opts.User, opts.ExtraConfig, s.keysDir, hostKeyLines, sftpLine)
+`, port, opts.Dir, opts.User, opts.ExtraConfig, s.keysDir, hostKeyLines, sftpLine, cmp.Or(opts.LogLevel, "VERBOSE"))
 	if err := os.WriteFile(filepath.Join(opts.Dir, "sshd_config"), []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("write sshd_config: %w", err)
 	}
@@ -285,6 +290,17 @@ func (s *Server) Log() string {
 	return string(b)
 }
 
+// WaitLog waits until sshd's log matches re (sshd logs asynchronously to its clients: the
+// pre-authentication process's lines pass through its monitor), failing tb after 15 seconds.
+func (s *Server) WaitLog(tb testing.TB, re *regexp.Regexp) {
+	tb.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !re.MatchString(s.Log()); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("sshd log has no line matching %q:\n%s", re, s.tailLog())
+		}
+	}
+}
+
 func (s *Server) tailLog() string {
 	l := s.Log()
 	if len(l) > 2000 {
@@ -365,6 +381,17 @@ func EnsureUser(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("lookup %s: %w", name, err)
 	}
 	return u.HomeDir, nil
+}
+
+// SetPassword gives the local account name (see EnsureUser) the password pw, for servers that
+// take passwords (PasswordAuthentication yes, e.g. in a Match block of ExtraConfig).
+func SetPassword(ctx context.Context, name, pw string) error {
+	cmd := exec.CommandContext(ctx, "chpasswd")
+	cmd.Stdin = strings.NewReader(name + ":" + pw + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("chpasswd %s: %w: %s", name, err, out)
+	}
+	return nil
 }
 
 // newKey makes an Ed25519 key.

@@ -59,14 +59,43 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 			extensions[string(name)] = value
 			payload = rest
 		}
-		packet, err = c.transport.readPacket()
-		if err != nil {
+		// sshapi patch: OpenSSH sends its SSH_MSG_EXT_INFO with its first SSH_MSG_NEWKEYS, not
+		// in answer to the service request, and handles the client's packets in order; so when
+		// the first attempt skips the "none" probe (see below) its request goes out now, and
+		// the SSH_MSG_SERVICE_ACCEPT is read before its answer (acceptFirst), saving the round
+		// trip of the service request.
+		packet = nil
+	}
+	// sshapi patch: with an OpenSSH server, when the first configured method is publickey it
+	// goes first instead of the "none" probe, whose use is to learn the allowed methods (RFC
+	// 4252 §5.2) and which costs a round trip; with a single key that request is already the
+	// signed one (see publicKeyCallback.auth), so a login takes one round trip after the key
+	// exchange instead of four. sshd answers a publickey request with the allowed methods as it
+	// would the probe, and never requires "none" itself (servers built on this package may:
+	// NoClientAuthCallback can make it a step of its own, so they keep the probe). If that first
+	// attempt fails with publickey not allowed at this point (e.g. AuthenticationMethods
+	// password,publickey), or learns nothing (no usable key, a signer error), the probe runs
+	// after all and the attempt does not count as tried.
+	auth := AuthMethod(new(noneAuth))
+	skipNone := false
+	if config.AuthCallback == nil && len(config.Auth) > 0 && strings.HasPrefix(string(c.serverVersion), "SSH-2.0-OpenSSH_") {
+		if pk, ok := config.Auth[0].(publicKeyCallback); ok {
+			auth, skipNone = pk, true
+		}
+	}
+	var conn packetConn = c.transport
+	if packet == nil {
+		if skipNone {
+			conn = &acceptFirst{packetConn: c.transport}
+		} else if packet, err = c.transport.readPacket(); err != nil {
 			return err
 		}
 	}
-	var serviceAccept serviceAcceptMsg
-	if err := Unmarshal(packet, &serviceAccept); err != nil {
-		return err
+	if packet != nil {
+		var serviceAccept serviceAcceptMsg
+		if err := Unmarshal(packet, &serviceAccept); err != nil {
+			return err
+		}
 	}
 
 	// during the authentication phase the client first attempts the "none" method
@@ -76,8 +105,16 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 	var partialSuccess []string
 
 	sessionID := c.transport.getSessionID()
-	for auth := AuthMethod(new(noneAuth)); auth != nil; {
-		ok, methods, err := auth.auth(sessionID, config.User, c.transport, config.Rand, extensions)
+	for auth != nil {
+		ok, methods, err := auth.auth(sessionID, config.User, conn, config.Rand, extensions)
+		if skipNone {
+			skipNone = false
+			_, isDisconnect := err.(*disconnectMsg)
+			if ok != authSuccess && !isDisconnect && (err != nil || ok == authFailure && !slices.Contains(methods, "publickey")) {
+				auth = new(noneAuth)
+				continue
+			}
+		}
 		if err != nil {
 			// On disconnect, return error immediately
 			if _, isDisconnect := err.(*disconnectMsg); isDisconnect {
@@ -152,6 +189,28 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 		}
 	}
 	return fmt.Errorf("ssh: unable to authenticate, attempted methods %v, no supported methods remain", tried)
+}
+
+// acceptFirst is the transport while the SSH_MSG_SERVICE_ACCEPT is still to be read (sshapi
+// patch, see clientAuthenticate): its first read consumes it.
+type acceptFirst struct {
+	packetConn
+	done bool
+}
+
+func (a *acceptFirst) readPacket() ([]byte, error) {
+	if !a.done {
+		packet, err := a.packetConn.readPacket()
+		if err != nil {
+			return nil, err
+		}
+		var serviceAccept serviceAcceptMsg
+		if err := Unmarshal(packet, &serviceAccept); err != nil {
+			return nil, err
+		}
+		a.done = true
+	}
+	return a.packetConn.readPacket()
 }
 
 // An AuthMethod represents an instance of an RFC 4252 authentication method.
@@ -356,26 +415,38 @@ func (cb publicKeyCallback) auth(session []byte, user string, c packetConn, rand
 			errSigAlgo = err
 			continue
 		}
-		ok, err := validateKey(pub, algo, user, c)
-		if err != nil {
-			return authFailure, nil, err
+		// sshapi patch: a single key is sent signed at once, without first asking whether the
+		// server would take it (RFC 4252 §7 allows either; OpenSSH's sshd answers a signed
+		// request for a key it refuses with a failure, as it does the query), which saves a
+		// round trip on every login. Several keys are queried first as before, so that only
+		// the accepted one is signed.
+		direct := origSignersLen == 1 && idx == 0
+		ok := direct
+		if !direct {
+			ok, err = validateKey(pub, algo, user, c)
+			if err != nil {
+				return authFailure, nil, err
+			}
 		}
 		// OpenSSH 7.2-7.7 advertises support for rsa-sha2-256 and rsa-sha2-512
 		// in the "server-sig-algs" extension but doesn't support these
 		// algorithms for certificate authentication, so if the server rejects
 		// the key try to use the obtained algorithm as if "server-sig-algs" had
 		// not been implemented if supported from the algorithm signer.
-		if !ok && idx < origSignersLen && isRSACert(algo) && algo != CertAlgoRSAv01 {
-			if slices.Contains(as.Algorithms(), KeyAlgoRSA) {
-				// We retry using the compat algorithm after all signers have
-				// been tried normally.
-				signers = append(signers, &multiAlgorithmSigner{
-					AlgorithmSigner:     as,
-					supportedAlgorithms: []string{KeyAlgoRSA},
-				})
+		retryCompat := func() {
+			if idx < origSignersLen && isRSACert(algo) && algo != CertAlgoRSAv01 {
+				if slices.Contains(as.Algorithms(), KeyAlgoRSA) {
+					// We retry using the compat algorithm after all signers have
+					// been tried normally.
+					signers = append(signers, &multiAlgorithmSigner{
+						AlgorithmSigner:     as,
+						supportedAlgorithms: []string{KeyAlgoRSA},
+					})
+				}
 			}
 		}
 		if !ok {
+			retryCompat()
 			continue
 		}
 
@@ -411,6 +482,9 @@ func (cb publicKeyCallback) auth(session []byte, user string, c packetConn, rand
 		success, methods, err = handleAuthResponse(c)
 		if err != nil {
 			return authFailure, nil, err
+		}
+		if direct && success == authFailure {
+			retryCompat() // the refusal a query would have had
 		}
 
 		// If authentication succeeds or partially succeeds, return immediately
@@ -538,6 +612,9 @@ func handleBannerResponse(c packetConn, packet []byte) error {
 		return err
 	}
 
+	if a, ok := c.(*acceptFirst); ok { // sshapi patch
+		c = a.packetConn
+	}
 	transport, ok := c.(*handshakeTransport)
 	if !ok {
 		return nil

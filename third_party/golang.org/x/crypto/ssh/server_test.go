@@ -180,7 +180,9 @@ func TestMaxAuthServerAttempts(t *testing.T) {
 		HostKeyCallback: InsecureIgnoreHostKey(),
 		AuthCallback: func(ctx *ClientAuthContext) (AuthMethod, error) {
 			invocations++
-			return PublicKeys(testSigners["rsa"]), nil
+			// Two keys, so that each is queried before it is signed (a single key is sent
+			// signed at once: sshapi patch), giving the sequence counted below.
+			return PublicKeys(testSigners["rsa"], testSigners["ecdsa"]), nil
 		},
 	}
 

@@ -239,8 +239,12 @@ func recordingsClientConfig() *ssh.ClientConfig {
 	if config.KeyExchanges[0] == ssh.KeyExchangeMLKEM768X25519 {
 		config.KeyExchanges = config.KeyExchanges[1:]
 	}
+	// sshapi patch: with OpenSSH the client skips the "none" probe when its first method is
+	// publickey and signs a single key without querying it first. The recordings hold
+	// upstream's sequence (none, query, signed): a wrapped method (not publickey itself, so the
+	// probe runs) with a second key (so the accepted first one is queried) replays it.
 	config.Auth = []ssh.AuthMethod{
-		ssh.PublicKeys(testSigners["rsa"]),
+		ssh.RetryableAuthMethod(ssh.PublicKeys(testSigners["rsa"], testSigners["ecdsa"]), 1),
 	}
 	return config
 }
