@@ -538,7 +538,7 @@ func (r *run) planRound(ctx context.Context) error {
 				return context.Cause(wctx)
 			}
 		}
-		for _, c := range batches(stored, r.planChunk()) {
+		for _, c := range batches(stored, r.planChunkMax()) {
 			if err := send(c); err != nil {
 				return
 			}
