@@ -294,11 +294,18 @@ func (r *run) walkPlan(ctx context.Context, sc *sftp.Client, emit func(chunk []*
 	n := r.planChunk()
 	chunk := make([]Item, 0, n)
 	flush := func(final bool) error {
-		if err := r.e.db.appendItems(ctx, r.t.ID, chunk, final); err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
+		// Stored planChunk items per transaction even when the chunk is larger: a longer
+		// transaction would hold SQLite's one connection long enough under load to delay the
+		// run's heartbeat past its lease. A run stopped between them leaves part of the chunk
+		// stored, which the next walk keeps (and does not plan again) like any stored chunk.
+		for start := 0; start == 0 || start < len(chunk); start += r.planChunk() {
+			part := chunk[start:min(start+r.planChunk(), len(chunk))]
+			if err := r.e.db.appendItems(ctx, r.t.ID, part, final && start+len(part) == len(chunk)); err != nil {
+				if ctx.Err() != nil {
+					return context.Cause(ctx)
+				}
+				return dbe(err)
 			}
-			return dbe(err)
 		}
 		ptrs := make([]*Item, len(chunk))
 		var files, bytes int64
