@@ -570,57 +570,24 @@ func (s *sqlDB) RangesReset(ctx context.Context, p *RangesResetParams) error {
 	return nil
 }
 
-// itemsSaveRows is how many items one statement of ItemsSave updates.
-const itemsSaveRows = 64
-
-// ItemsSave updates items by primary key in one transaction, itemsSaveRows items per statement
-// (UPDATE ... FROM a VALUES list, which SQLite since 3.33 and PostgreSQL both take): a batch of
-// small files' items one statement each was the largest share of sshapi's own CPU on a tree of
-// 4 KiB files.
 func (s *sqlDB) ItemsSave(ctx context.Context, p *ItemsSaveParams) error {
 	if len(p.Items) == 0 {
 		return nil
-	}
-	items := lastOfEachSeq(p.Items)
-	update := func(n int) string {
-		const row = `(CAST(? AS BIGINT),?,CAST(? AS BIGINT),CAST(? AS BIGINT),CAST(? AS BIGINT),CAST(? AS INTEGER),?,?,CAST(? AS BOOLEAN)),`
-		return s.q(`UPDATE transfer_items SET status = v.column2, size = v.column3, mtime = v.column4, bytes_done = v.column5,
-		attempts = v.column6, error = v.column7, sha256 = v.column8, staged = v.column9
-		FROM (VALUES ` + strings.TrimSuffix(strings.Repeat(row, n), ",") + `) AS v
-		WHERE transfer_items.transfer_id = ? AND transfer_items.seq = v.column1`)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("save items: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
-	var full *sql.Stmt
-	defer func() {
-		if full != nil {
-			full.Close()
-		}
-	}()
-	args := make([]any, 0, itemsSaveRows*9+1)
-	for start := 0; start < len(items); start += itemsSaveRows {
-		group := items[start:min(start+itemsSaveRows, len(items))]
-		args = args[:0]
-		for _, it := range group {
-			args = append(args, it.Seq, string(it.Status), it.Size, it.mtime, it.BytesDone, it.Attempts, it.Error, it.SHA256, it.staged)
-		}
-		args = append(args, p.ID)
-		var err error
-		switch {
-		case len(group) < itemsSaveRows:
-			_, err = tx.ExecContext(ctx, update(len(group)), args...)
-		default:
-			if full == nil {
-				if full, err = tx.PrepareContext(ctx, update(itemsSaveRows)); err != nil {
-					return fmt.Errorf("save items: %w", err)
-				}
-			}
-			_, err = full.ExecContext(ctx, args...)
-		}
-		if err != nil {
+	stmt, err := tx.PrepareContext(ctx, s.q(`UPDATE transfer_items SET status = ?, size = ?, mtime = ?, bytes_done = ?,
+		attempts = ?, error = ?, sha256 = ?, staged = ? WHERE transfer_id = ? AND seq = ?`))
+	if err != nil {
+		return fmt.Errorf("save items: %w", err)
+	}
+	defer stmt.Close()
+	for _, it := range p.Items {
+		if _, err := stmt.ExecContext(ctx, string(it.Status), it.Size, it.mtime, it.BytesDone, it.Attempts, it.Error, it.SHA256,
+			it.staged, p.ID, it.Seq); err != nil {
 			return fmt.Errorf("save items: %w", err)
 		}
 	}
@@ -628,25 +595,6 @@ func (s *sqlDB) ItemsSave(ctx context.Context, p *ItemsSaveParams) error {
 		return fmt.Errorf("save items: %w", err)
 	}
 	return nil
-}
-
-// lastOfEachSeq is items with only the last of any that share a Seq (one statement updates a row
-// once; saved one by one, the last was the one that stayed).
-func lastOfEachSeq(items []*Item) []*Item {
-	last := make(map[int64]int, len(items))
-	for i, it := range items {
-		last[it.Seq] = i
-	}
-	if len(last) == len(items) {
-		return items
-	}
-	out := make([]*Item, 0, len(last))
-	for i, it := range items {
-		if last[it.Seq] == i {
-			out = append(out, it)
-		}
-	}
-	return out
 }
 
 // itemsStageSeqs is how many items one statement of ItemsStage marks.
