@@ -2,8 +2,10 @@ package transfer
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,5 +118,116 @@ func TestTarBatchSourceSumsFromStream(t *testing.T) {
 	}
 	if cmds := strings.Count(a.Log(), "Starting session: command") - before; cmds != 1 {
 		t.Errorf("the source ran %d commands, want 1 (tar -c)\n%s", cmds, a.Log())
+	}
+}
+
+// TestVerifyRenameHashesWithOpenssl copies a tree through a tar batch to a destination whose perl
+// cannot load Digest::SHA (a module of that name on the sessions' PERL5LIB dies, as perl-base
+// has none) and checks that the batch was still verified and renamed by the one perl, the
+// destination running only tar -x and it: the sums came from openssl, reading the files back
+// from disk. Without openssl's sums the perl fails on Digest::SHA and the batch goes to
+// sha256sum and renameBatch (more commands). TestVerifyRenameScript checks its judgements.
+func TestVerifyRenameHashesWithOpenssl(t *testing.T) {
+	lib, err := os.MkdirTemp("", "perl5lib-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(lib) })
+	if err := os.MkdirAll(filepath.Join(lib, "Digest"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lib, "Digest", "SHA.pm"), []byte("die \"no Digest::SHA here\\n\";\n1;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, testConfig())
+	a := sshtest.New(t, sshtest.Options{})
+	b := sshtest.New(t, sshtest.Options{ExtraConfig: "SetEnv PERL5LIB=" + lib})
+	h.sys.add("alice", "a", a, "")
+	h.sys.add("alice", "b", b, "")
+	root := smallTree(t, a, 3*renameBatchMin)
+	dst := filepath.Join(b.MkTemp(t), "copy")
+	before := strings.Count(b.Log(), "Starting session: command")
+	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: root},
+		Destination: Endpoint{System: "b", Path: dst}, Recursive: true, Verify: VerifySHA256})
+	tr = h.wait("alice", tr.ID, 2*time.Minute, nil)
+	if tr.Status != StatusSucceeded || tr.FilesDone != 3*renameBatchMin {
+		t.Fatalf("transfer %+v", tr)
+	}
+	sameFiles(t, root, dst, nil)
+	if n := testutil.ToFloat64(h.eng.metrics.renamed); n != 3*renameBatchMin {
+		t.Errorf("%v files renamed by the batch command, want %d", n, 3*renameBatchMin)
+	}
+	if cmds := strings.Count(b.Log(), "Starting session: command") - before; cmds != 2 {
+		t.Errorf("the destination ran %d commands, want 2 (tar -x, perl)\n%s", cmds, b.Log())
+	}
+}
+
+// TestVerifyRenameScript runs the verify-and-rename perl on this machine over a file whose sum
+// matches, one whose copy differs from the source's sum, one that is missing, and matching ones
+// whose names openssl would escape (a backslash, a newline: hashed by Digest::SHA instead) or
+// that are relative (not given to openssl): only the matching ones are renamed, the others
+// judged "-" or "!" and left where they are.
+func TestVerifyRenameScript(t *testing.T) {
+	dir := t.TempDir()
+	type file struct {
+		name, content, sum string
+		missing            bool
+		want               string // the line's judgement: "0", "-" or "!"
+	}
+	sum := func(s string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(s))) }
+	files := []file{
+		{name: "ok", content: "right", sum: sum("right"), want: "0"},
+		{name: "differs", content: "wrong", sum: sum("right"), want: "-"},
+		{name: "missing", missing: true, sum: sum("x"), want: "!"},
+		{name: `back\slash`, content: "b", sum: sum("b"), want: "0"},
+		{name: "new\nline", content: "n", sum: sum("n"), want: "0"},
+	}
+	var in bytes.Buffer
+	for _, f := range files {
+		tmp := filepath.Join(dir, f.name+".part")
+		if !f.missing {
+			if err := os.WriteFile(tmp, []byte(f.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		in.WriteString(tmp + "\x00" + filepath.Join(dir, f.name) + "\x00" + f.sum + "\x00")
+	}
+	// A relative name (never a tar batch's, but never given to openssl either).
+	if err := os.WriteFile(filepath.Join(dir, "-rel.part"), []byte("r"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in.WriteString("-rel.part\x00-rel\x00" + sum("r") + "\x00")
+	cmd := exec.Command("perl", "-e", verifyRenameScript)
+	cmd.Dir, cmd.Stdin = dir, &in
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("perl: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != len(files)+1 {
+		t.Fatalf("%d lines, want %d: %q", len(lines), len(files)+1, out)
+	}
+	for i, f := range files {
+		fields := strings.Fields(lines[i])
+		judged := fields[len(fields)-1]
+		if fields[0] == "!" {
+			judged = "!"
+		}
+		_, renamedErr := os.Stat(filepath.Join(dir, f.name))
+		if judged != f.want {
+			t.Errorf("%q: line %q, want %s", f.name, lines[i], f.want)
+		}
+		if renamed := renamedErr == nil; renamed != (f.want == "0") {
+			t.Errorf("%q: renamed %v, want %v", f.name, renamed, f.want == "0")
+		}
+		if f.want == "-" && !strings.HasPrefix(lines[i], sum(f.content)+" ") {
+			t.Errorf("%q: line %q does not give the copy's sum %s", f.name, lines[i], sum(f.content))
+		}
+	}
+	if lines[len(files)] != sum("r")+" 0" {
+		t.Errorf("relative name: line %q", lines[len(files)])
 	}
 }

@@ -487,6 +487,16 @@ func contractAppend(t *testing.T, p Persistence) {
 			t.Fatalf("saved item %d: %+v, want %+v", it.Seq, it, *w)
 		}
 	}
+	// An item saved twice in one call keeps its last state, as one statement each left it.
+	first, second, other := saved[0], saved[0], saved[1]
+	first.SHA256, second.SHA256, second.Status = "first", "second", ItemFailed
+	if err := p.ItemsSave(ctx, &ItemsSaveParams{ID: "tr-1", Items: []*Item{&first, &other, &second}}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := p.ItemsList(ctx, &ItemsListParams{ID: "tr-1", After: -1, Limit: 1})
+	if err != nil || len(again) != 1 || again[0].SHA256 != "second" || again[0].Status != ItemFailed {
+		t.Fatalf("item saved twice: %+v %v, want the second state", again, err)
+	}
 }
 
 // contractQuotaRace: submits that count the owner's unfinished transfers and insert only below a

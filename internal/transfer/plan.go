@@ -251,9 +251,13 @@ type planWalk struct {
 	src, dst string // absolute roots at the source and the destination
 }
 
-// planChunk is how many items walkPlan stores (one transaction) and hands on at a time: a tar
-// batch's worth, so that the first batch can start as soon as its files are stored.
+// planChunk is how many items walkPlan stores (one transaction) and hands on first: a small tar
+// batch's worth, so that the first batch can start as soon as its files are stored. Each next
+// chunk is twice as large, up to planChunkMax (see tarsmall.go on batch size).
 func (r *run) planChunk() int { return tarBatchFactor * r.e.cfg.BatchFiles }
+
+// planChunkMax is the most items walkPlan stores and hands on at a time: a full tar batch.
+func (r *run) planChunkMax() int { return tarBatchMaxFactor * r.e.cfg.BatchFiles }
 
 // streamPlan reports whether this run copies a directory's first chunks while it walks the rest
 // (planRound). Not with a shared end: its walk and rounds each hold the owner's guard, and a run
@@ -267,8 +271,8 @@ func (r *run) streamPlan() bool {
 var errPlanTooLarge = errors.New("transfer plan too large")
 
 // walkPlan walks r.walk's tree (not following symlinks; directories before their contents) and
-// stores as items, planChunk at a time and each chunk in one transaction, the entries no stored
-// item has as its source — a run resuming an interrupted walk keeps what it stored (and what was
+// stores as items, a chunk at a time (planChunk, growing to planChunkMax) and each chunk in one
+// transaction, the entries no stored item has as its source — a run resuming an interrupted walk keeps what it stored (and what was
 // done with it) and adds only what the interrupted walk had not reached, so no file is planned
 // twice or left out. Each stored chunk joins r.items and is handed to emit (when set). The last
 // chunk marks the transfer planned. The plan's items and path bytes, stored ones included, stay
@@ -290,11 +294,18 @@ func (r *run) walkPlan(ctx context.Context, sc *sftp.Client, emit func(chunk []*
 	n := r.planChunk()
 	chunk := make([]Item, 0, n)
 	flush := func(final bool) error {
-		if err := r.e.db.appendItems(ctx, r.t.ID, chunk, final); err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
+		// Stored planChunk items per transaction even when the chunk is larger: a longer
+		// transaction would hold SQLite's one connection long enough under load to delay the
+		// run's heartbeat past its lease. A run stopped between them leaves part of the chunk
+		// stored, which the next walk keeps (and does not plan again) like any stored chunk.
+		for start := 0; start == 0 || start < len(chunk); start += r.planChunk() {
+			part := chunk[start:min(start+r.planChunk(), len(chunk))]
+			if err := r.e.db.appendItems(ctx, r.t.ID, part, final && start+len(part) == len(chunk)); err != nil {
+				if ctx.Err() != nil {
+					return context.Cause(ctx)
+				}
+				return dbe(err)
 			}
-			return dbe(err)
 		}
 		ptrs := make([]*Item, len(chunk))
 		var files, bytes int64
@@ -313,6 +324,7 @@ func (r *run) walkPlan(ctx context.Context, sc *sftp.Client, emit func(chunk []*
 		if final {
 			r.t.planned = true
 		}
+		n = min(2*n, r.planChunkMax())
 		chunk = make([]Item, 0, n)
 		if emit != nil && len(ptrs) > 0 {
 			return emit(ptrs)

@@ -226,3 +226,53 @@ func TestResumeMidPlanCopiesEachFileOnce(t *testing.T) {
 		t.Fatalf("%d items, want 303", len(all))
 	}
 }
+
+// txSizes is the real database, noting the most items one ItemsAppend or ItemsStage call (one
+// transaction each) was given.
+type txSizes struct {
+	Persistence
+	mu                sync.Mutex
+	maxAppend, maxStg int
+}
+
+func (s *txSizes) ItemsAppend(ctx context.Context, p *ItemsAppendParams) error {
+	s.mu.Lock()
+	s.maxAppend = max(s.maxAppend, len(p.Items))
+	s.mu.Unlock()
+	return s.Persistence.ItemsAppend(ctx, p)
+}
+
+func (s *txSizes) ItemsStage(ctx context.Context, p *ItemsSaveParams) error {
+	s.mu.Lock()
+	s.maxStg = max(s.maxStg, len(p.Items))
+	s.mu.Unlock()
+	return s.Persistence.ItemsStage(ctx, p)
+}
+
+// TestLargeChunksShortTransactions: the walk's chunks and tar batches grow to 4 × the first
+// (TestTarBatchesGrow), but the plan is stored and staged at most a first chunk's items per
+// transaction, so no transaction holds SQLite's one connection longer than before and the
+// heartbeat is not starved; every file is copied once.
+func TestLargeChunksShortTransactions(t *testing.T) {
+	h := newHarness(t, streamConfig())
+	h.stop()
+	sizes := &txSizes{}
+	h.wrap = func(p Persistence) Persistence { sizes.Persistence = p; return sizes }
+	h.start()
+	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
+	h.sys.add("alice", "a", a, "")
+	h.sys.add("alice", "b", b, "")
+	root := smallTree(t, a, 1000)
+	dst := filepath.Join(b.MkTemp(t), "copy")
+	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: root},
+		Destination: Endpoint{System: "b", Path: dst}, Recursive: true})
+	if got := h.wait("alice", tr.ID, 2*time.Minute, nil); got.Status != StatusSucceeded || got.FilesDone != 1000 {
+		t.Fatalf("transfer: %+v", got)
+	}
+	sameFiles(t, root, dst, nil)
+	sizes.mu.Lock()
+	defer sizes.mu.Unlock()
+	if first := 16 * 4; sizes.maxAppend > first || sizes.maxStg > first {
+		t.Errorf("transactions of up to %d appended and %d staged items, want at most %d", sizes.maxAppend, sizes.maxStg, first)
+	}
+}

@@ -538,7 +538,7 @@ func (r *run) planRound(ctx context.Context) error {
 				return context.Cause(wctx)
 			}
 		}
-		for _, c := range batches(stored, r.planChunk()) {
+		for _, c := range batches(stored, r.planChunkMax()) {
 			if err := send(c); err != nil {
 				return
 			}
@@ -645,7 +645,9 @@ func (r *run) save(ctx context.Context, items []*Item) error {
 	return dbe(r.e.db.saveItems(context.WithoutCancel(ctx), r.t.ID, cp))
 }
 
-// stage records items' attempts and that their temporary files may exist (see ItemsStage).
+// stage records items' attempts and that their temporary files may exist (see ItemsStage),
+// planChunk items per transaction (see walkPlan on SQLite's one connection); all of them before
+// it returns.
 func (r *run) stage(ctx context.Context, items []*Item) error {
 	r.mu.Lock()
 	cp := make([]*Item, len(items))
@@ -653,7 +655,12 @@ func (r *run) stage(ctx context.Context, items []*Item) error {
 		cp[i] = &Item{Seq: it.Seq, Attempts: it.Attempts}
 	}
 	r.mu.Unlock()
-	return dbe(r.e.db.stageItems(context.WithoutCancel(ctx), r.t.ID, cp))
+	for _, part := range batches(cp, r.planChunk()) {
+		if err := r.e.db.stageItems(context.WithoutCancel(ctx), r.t.ID, part); err != nil {
+			return dbe(err)
+		}
+	}
+	return nil
 }
 
 // forEach runs fn for every item with at most n at once.

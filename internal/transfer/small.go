@@ -93,7 +93,7 @@ func (r *run) startSmall(ctx context.Context) *smallPool {
 // cut cuts items into the pool's batches (tar batches or sha256sum batches).
 func (p *smallPool) cut(items []*Item) [][]*Item {
 	if p.useTar {
-		return tarBatches(items, tarBatchFactor*p.r.e.cfg.BatchFiles)
+		return tarBatches(items, tarBatchMaxFactor*p.r.e.cfg.BatchFiles)
 	}
 	return batches(items, p.r.e.cfg.BatchFiles)
 }

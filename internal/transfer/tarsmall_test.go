@@ -1,10 +1,14 @@
 package transfer
 
 import (
+	"archive/tar"
 	"bytes"
+	"crypto/sha256"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +91,77 @@ func TestTarBatchNamesModesLinks(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(h.eng.metrics.tarFiles); n != float64(len(files)) {
 		t.Errorf("%v files went through tar, want %d", n, len(files))
+	}
+}
+
+// TestTarBatchesGrow copies a tree of 1,000 small files with BatchFiles 4 (a walk's first chunk
+// 64 items, at most 256 per chunk and tar batch) and counts the source's commands, one tar -c per
+// batch: the chunks grow 64, 128, 256, 256, 256 and the rest, so six batches, where batches of
+// a fixed 64 files took sixteen; every file arrives once and whole.
+func TestTarBatchesGrow(t *testing.T) {
+	h := newHarness(t, streamConfig())
+	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
+	h.sys.add("alice", "a", a, "")
+	h.sys.add("alice", "b", b, "")
+	const n = 1000
+	root := smallTree(t, a, n)
+	dst := filepath.Join(b.MkTemp(t), "copy")
+	before := strings.Count(a.Log(), "Starting session: command")
+	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: root},
+		Destination: Endpoint{System: "b", Path: dst}, Recursive: true, Verify: VerifySHA256})
+	tr = h.wait("alice", tr.ID, 2*time.Minute, nil)
+	if tr.Status != StatusSucceeded || tr.FilesDone != n {
+		t.Fatalf("transfer %+v", tr)
+	}
+	sameFiles(t, root, dst, nil)
+	if cmds := strings.Count(a.Log(), "Starting session: command") - before; cmds != 6 {
+		t.Errorf("the source ran %d commands (tar batches), want 6", cmds)
+	}
+	if got := testutil.ToFloat64(h.eng.metrics.tarFiles); got != n {
+		t.Errorf("%v files went through tar, want %d", got, n)
+	}
+}
+
+// TestTarRewriteAllocations rewrites a source archive of 512 members of 4 KiB and bounds what
+// that allocates per member: one copy buffer and one hash serve the whole batch, where io.Copy's
+// 32 KiB buffer per member made a tree of small files allocate gigabytes.
+func TestTarRewriteAllocations(t *testing.T) {
+	h := newHarness(t, testConfig())
+	r := &run{e: h.eng, t: &Transfer{ID: "alloc"}}
+	const n = 512
+	var src bytes.Buffer
+	tw := tar.NewWriter(&src)
+	batch := make([]*Item, n)
+	want := map[string][]int{}
+	content := bytes.Repeat([]byte("x"), 4<<10)
+	for i := range n {
+		name := fmt.Sprintf("/src/f%04d", i)
+		batch[i] = &Item{Kind: KindFile, Source: name, Destination: fmt.Sprintf("/dst/f%04d", i), Size: 4 << 10, mode: 0o644}
+		want[name] = []int{i}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(content))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(content); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	moved, sums := make([]attrsDone, n), make([]string, n)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := r.tarRewrite(bytes.NewReader(src.Bytes()), io.Discard, batch, want, moved, sums); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	wantSum := fmt.Sprintf("%x", sha256.Sum256(content))
+	for i := range n {
+		if moved[i] == 0 || sums[i] != wantSum {
+			t.Fatalf("member %d: moved %v sum %s, want %s", i, moved[i], sums[i], wantSum)
+		}
+	}
+	if per := (after.TotalAlloc - before.TotalAlloc) / n; per > 8<<10 {
+		t.Errorf("%d bytes allocated per member, want at most %d", per, 8<<10)
 	}
 }
