@@ -256,8 +256,9 @@ type Engine struct {
 	// local holds the transfers a job of this engine is running or about to run. The lease is
 	// re-entrant for its holder (instance), so without this a second job for a transfer that
 	// this engine is already running (River rescues a job that has been running longer than
-	// RescueStuckJobsAfter, live or not) would take the lease again and run beside the first,
-	// both writing the same temporary files.
+	// RescueStuckJobsAfter, live or not; the reaper re-queues a run whose lease lapsed while it
+	// winds down) would take the lease again and run beside the first, both writing the same
+	// temporary files. Such a job is snoozed, not completed, until the local run is over.
 	local map[string]struct{}
 
 	closing     chan struct{} // closed when the engine begins to shut down
@@ -637,6 +638,9 @@ func (w *worker) Work(ctx context.Context, job *river.Job[jobArgs]) error {
 	}
 	if errors.Is(err, errOwnerBusy) {
 		return river.JobSnooze(ownerBusySnooze)
+	}
+	if errors.Is(err, errRunningHere) {
+		return river.JobSnooze(w.e.cfg.LeaseTTL / 3)
 	}
 	if errors.Is(err, errSlowRequeue) {
 		return river.JobSnooze(w.e.cfg.RetryBase)

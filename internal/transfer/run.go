@@ -22,6 +22,8 @@ var (
 	// database is away or slow) and stops before any other instance may take the transfer
 	// over (at the lease's end), so two runs never write the same files at once.
 	errLeaseLapsed = fmt.Errorf("%w: lease not renewed in time", errLeaseLost)
+	// errRunningHere tells the worker that a run of this engine has the transfer: the job waits.
+	errRunningHere = errors.New("a run of this instance has the transfer")
 	// errRequeue tells the worker that the run was interrupted by shutdown and saved its state.
 	errRequeue = errors.New("interrupted by shutdown; re-queued")
 )
@@ -87,8 +89,12 @@ func (e *Engine) runTransfer(parent context.Context, id string) error {
 	}
 	e.mu.Unlock()
 	if running {
-		e.log.Info("transfer already running on this instance; duplicate job ignored", "id", id)
-		return nil
+		// Not completed: this job may be the reaper's re-queue of a run here whose lease lapsed
+		// and which is still winding down; completing it would leave the transfer queued with
+		// no job once that run ends. The worker snoozes it; it runs (or finds the transfer
+		// finished) once the local run is over.
+		e.log.Info("transfer already running on this instance; job snoozed until that run ends", "id", id)
+		return errRunningHere
 	}
 	defer func() {
 		e.mu.Lock()

@@ -563,6 +563,57 @@ func TestDuplicateJobOnSameInstance(t *testing.T) {
 	}
 }
 
+// TestReapedWhileRunningHereRunsAgain: the reaper re-queues a transfer whose lease lapsed while
+// its run on this same engine is still alive (renewals hang, as when a loaded database starves
+// the heartbeat); the engine fetches that job before the old run has stopped. The job must not
+// be completed as a duplicate: once the old run stops, the transfer is queued with no other job
+// and would stay so. It is snoozed, runs once the old run is over, and the transfer succeeds.
+func TestReapedWhileRunningHereRunsAgain(t *testing.T) {
+	h := newHarness(t, testConfig())
+	h.stop()
+	dbw := &hangingRenewals{}
+	h.wrap = func(p Persistence) Persistence { dbw.Persistence = p; return dbw }
+	h.start()
+	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
+	h.sys.add("alice", "a", a, slowProxy(t, a, 16<<20))
+	h.sys.add("alice", "b", b, "")
+	srcDir, dstDir := a.MkTemp(t), b.MkTemp(t)
+	want := randomFile(t, filepath.Join(srcDir, "big.bin"), 64<<20, 9)
+	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: filepath.Join(srcDir, "big.bin")},
+		Destination: Endpoint{System: "b", Path: filepath.Join(dstDir, "big.bin")}, ChunkSize: 4 << 20})
+	h.wait("alice", tr.ID, time.Minute, func(tr *Transfer) bool { return tr.BytesDone > 4<<20 })
+	dbw.hang.Store(true)
+	// Another instance's reaper sees the lease as over: end it in the database and reap now.
+	sqlDB, err := OpenSQLite(t.Context(), h.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	if _, err := sqlDB.DB().ExecContext(t.Context(), `UPDATE transfers SET lease_until = 1 WHERE id = ?`, tr.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.eng.reap(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	running := func() bool {
+		h.eng.mu.Lock()
+		defer h.eng.mu.Unlock()
+		_, ok := h.eng.runs[tr.ID]
+		return ok
+	}
+	for deadline := time.Now().Add(time.Minute); running() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	dbw.hang.Store(false)
+	got := h.wait("alice", tr.ID, time.Minute, nil)
+	if got.Status != StatusSucceeded || fileSHA(t, filepath.Join(dstDir, "big.bin")) != want {
+		t.Fatalf("transfer after its re-queue: %+v", got)
+	}
+	if got.Attempts != 2 {
+		t.Fatalf("%d attempts, want 2 (the first run, then the re-queued job once it had stopped)", got.Attempts)
+	}
+}
+
 // hangingRenewals is the real database, except that lease renewals hang while hang is set: a
 // database that stops answering one instance.
 type hangingRenewals struct {
