@@ -58,11 +58,13 @@ func TestRunTransfer(t *testing.T) {
 	}
 }
 
-// TestRunTransferChannels uploads and downloads a 4 MiB file through a fresh sshapi per channel
+// TestRunTransferChannels uploads and downloads an 8 MiB file through a fresh sshapi per channel
 // count on a wanem path beside sftp, and checks that each count used the channels asked for
-// (which the bench reads from the service's log).
+// (which the bench reads from the service's log). The file is large enough to keep 3 channels
+// busy: the service opens no more channels than a transfer's chunks can keep busy (4 MiB took
+// 2 of the 3 asked for).
 func TestRunTransferChannels(t *testing.T) {
-	rep, err := RunTransfer(t.Context(), TransferOptions{Size: 4 << 20, Channels: []int{1, 3, 0},
+	rep, err := RunTransfer(t.Context(), TransferOptions{Size: 8 << 20, Channels: []int{1, 3, 0},
 		Paths: []TransferPath{{RTT: 2 * time.Millisecond, Rate: 500_000_000}}, Compare: true})
 	if err != nil {
 		t.Fatal(err)
