@@ -27,9 +27,12 @@ func (r *run) resize(it *Item, fi os.FileInfo) {
 // blockSize is the size of one pipelined read or write. Each of a stream's blocksInFlight
 // goroutines reads a block and then writes it, so about half are reading and half writing at any
 // time: 16 keep both channels' 2 MiB windows full (measured at 50 ms RTT: 8 gave 11 MiB/s per
-// stream, 16 and 32 both about 27 MiB/s).
+// stream, 16 and 32 both about 27 MiB/s). It is the largest SFTP read and write OpenSSH's
+// sftp-server takes (its limits@openssh.com: 261,120 bytes, what the pool's SFTP clients use
+// there), so a block is one request each way; at 256 KiB every block was two (255 KiB and
+// 1 KiB). With servers that take 32 KiB a block is eight, as before.
 const (
-	blockSize      = 256 << 10
+	blockSize      = 255 << 10
 	blocksInFlight = 16
 )
 
