@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,10 +129,19 @@ func containsAll(t *testing.T, text string, wants ...string) {
 	}
 }
 
-// TestCPUMeterCountsShortChildren: a shell runs many commands each far shorter than the meter's
-// 100 ms sampling; their CPU reaches the meter through the shell's waited-for children's time.
-func TestCPUMeterCountsShortChildren(t *testing.T) {
-	cmd := exec.Command("sh", "-c", `read x; for i in $(seq 30); do sh -c 'i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done'; done; echo done; read x || true`)
+// meteredScript is a shell script whose first line waits for stdin, its process tree under a
+// cpuMeter.
+type meteredScript struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+	m     *cpuMeter
+}
+
+// startMetered starts script under sh, starts a meter on its tree and tells the script to go.
+func startMetered(t *testing.T, script string) *meteredScript {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -143,17 +153,39 @@ func TestCPUMeterCountsShortChildren(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m := startCPUMeter([]int{cmd.Process.Pid})
+	s := &meteredScript{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout), m: startCPUMeter([]int{cmd.Process.Pid})}
 	_, _ = stdin.Write([]byte("go\n"))
-	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil { // the children are done
+	return s
+}
+
+// line reads the script's next line of output.
+func (s *meteredScript) line(t *testing.T) string {
+	t.Helper()
+	l, err := s.out.ReadString('\n')
+	if err != nil {
 		t.Fatal(err)
 	}
-	got := m.Stop()
-	_ = stdin.Close()
-	if err := cmd.Wait(); err != nil {
+	return strings.TrimSpace(l)
+}
+
+// finish stops the meter, lets the script end and returns what the meter measured and the CPU
+// the script and the children it waited for used.
+func (s *meteredScript) finish(t *testing.T) (metered, waited float64) {
+	t.Helper()
+	metered = s.m.Stop()
+	_ = s.stdin.Close()
+	if err := s.cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	want := cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+	return metered, s.cmd.ProcessState.UserTime().Seconds() + s.cmd.ProcessState.SystemTime().Seconds()
+}
+
+// TestCPUMeterCountsShortChildren: a shell runs many commands each far shorter than the meter's
+// 100 ms sampling; their CPU reaches the meter through the shell's waited-for children's time.
+func TestCPUMeterCountsShortChildren(t *testing.T) {
+	s := startMetered(t, `read x; for i in $(seq 30); do sh -c 'i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done'; done; echo done; read x || true`)
+	s.line(t) // the children are done
+	got, want := s.finish(t)
 	if want < 0.05 {
 		t.Fatalf("the children used only %.2fs CPU: make them work longer", want)
 	}
@@ -173,46 +205,26 @@ func TestCPUMeterCountsGrandchildOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := exec.Command("sh", "-c", tt.script)
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			m := startCPUMeter([]int{cmd.Process.Pid})
+			s := startMetered(t, tt.script)
 			seen := map[int]bool{}
-			done := make(chan error, 1)
-			go func() {
-				_, err := bufio.NewReader(stdout).ReadString('\n')
-				done <- err
-			}()
-			_, _ = stdin.Write([]byte("go\n"))
-		wait: // read the tree while the loop runs, as the old meter's samples did
-			for {
-				select {
-				case err := <-done:
-					if err != nil {
-						t.Fatal(err)
+			stop, stopped := make(chan struct{}), make(chan struct{})
+			go func() { // read the tree while the loop runs, as the old meter's samples did
+				defer close(stopped)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
 					}
-					break wait
-				case <-time.After(20 * time.Millisecond):
-					for p := range procTicks([]int{cmd.Process.Pid}) {
+					for p := range procTicks([]int{s.cmd.Process.Pid}) {
 						seen[p] = true
 					}
 				}
-			}
-			got := m.Stop()
-			_ = stdin.Close()
-			if err := cmd.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			want := cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+			}()
+			s.line(t) // the loop is over
+			close(stop)
+			<-stopped
+			got, want := s.finish(t)
 			if want < 0.1 {
 				t.Fatalf("the loop used only %.2fs CPU: make it longer", want)
 			}
@@ -248,38 +260,14 @@ while True:
         break
     time.sleep(0.01)
 '; echo done; read x || true`
-	cmd := exec.Command("sh", "-c", script)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	m := startCPUMeter([]int{cmd.Process.Pid})
-	_, _ = stdin.Write([]byte("go\n"))
-	r := bufio.NewReader(stdout)
-	line, err := r.ReadString('\n') // the child's own CPU seconds, as it ends
-	if err != nil {
-		t.Fatal(err)
-	}
-	child, err := strconv.ParseFloat(strings.TrimSpace(line), 64)
+	s := startMetered(t, script)
+	line := s.line(t) // the child's own CPU seconds, as it ends
+	child, err := strconv.ParseFloat(line, 64)
 	if err != nil {
 		t.Fatalf("child's CPU %q: %v", line, err)
 	}
-	if _, err := r.ReadString('\n'); err != nil { // done: the child is gone
-		t.Fatal(err)
-	}
-	got := m.Stop()
-	_ = stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	accounted := cmd.ProcessState.UserTime().Seconds() + cmd.ProcessState.SystemTime().Seconds()
+	s.line(t) // done: the child is gone
+	got, accounted := s.finish(t)
 	if accounted > child/2 {
 		t.Fatalf("the shell's waited-for time %.2fs holds the child's %.2fs: SIGCHLD was not ignored", accounted, child)
 	}

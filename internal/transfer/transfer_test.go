@@ -569,19 +569,7 @@ func TestDuplicateJobOnSameInstance(t *testing.T) {
 // be completed as a duplicate: once the old run stops, the transfer is queued with no other job
 // and would stay so. It is snoozed, runs once the old run is over, and the transfer succeeds.
 func TestReapedWhileRunningHereRunsAgain(t *testing.T) {
-	h := newHarness(t, testConfig())
-	h.stop()
-	dbw := &hangingRenewals{}
-	h.wrap = func(p Persistence) Persistence { dbw.Persistence = p; return dbw }
-	h.start()
-	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
-	h.sys.add("alice", "a", a, slowProxy(t, a, 16<<20))
-	h.sys.add("alice", "b", b, "")
-	srcDir, dstDir := a.MkTemp(t), b.MkTemp(t)
-	want := randomFile(t, filepath.Join(srcDir, "big.bin"), 64<<20, 9)
-	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: filepath.Join(srcDir, "big.bin")},
-		Destination: Endpoint{System: "b", Path: filepath.Join(dstDir, "big.bin")}, ChunkSize: 4 << 20})
-	h.wait("alice", tr.ID, time.Minute, func(tr *Transfer) bool { return tr.BytesDone > 4<<20 })
+	h, dbw, tr, dst, want := startHangable(t, 64<<20, 9)
 	dbw.hang.Store(true)
 	// Another instance's reaper sees the lease as over: end it in the database and reap now.
 	sqlDB, err := OpenSQLite(t.Context(), h.dbPath)
@@ -595,18 +583,10 @@ func TestReapedWhileRunningHereRunsAgain(t *testing.T) {
 	if err := h.eng.reap(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	running := func() bool {
-		h.eng.mu.Lock()
-		defer h.eng.mu.Unlock()
-		_, ok := h.eng.runs[tr.ID]
-		return ok
-	}
-	for deadline := time.Now().Add(time.Minute); running() && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
+	h.waitRunGone(tr.ID)
 	dbw.hang.Store(false)
 	got := h.wait("alice", tr.ID, time.Minute, nil)
-	if got.Status != StatusSucceeded || fileSHA(t, filepath.Join(dstDir, "big.bin")) != want {
+	if got.Status != StatusSucceeded || fileSHA(t, dst) != want {
 		t.Fatalf("transfer after its re-queue: %+v", got)
 	}
 	if got.Attempts != 2 {
@@ -634,6 +614,29 @@ func (h *hangingRenewals) LeaseHeartbeat(ctx context.Context, p *LeaseHeartbeatP
 // reaper re-queues it) never writes beside it; the transfer then finishes verified. Without the
 // fence the first run writes on to the end (attempts 1).
 func TestRunStopsWhenItCannotRenew(t *testing.T) {
+	h, dbw, tr, dst, want := startHangable(t, 96<<20, 7)
+	dbw.hang.Store(true)
+	h.waitRunGone(tr.ID)
+	mid, err := h.eng.Get(t.Context(), "alice", tr.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbw.hang.Store(false)
+	got := h.wait("alice", tr.ID, 2*time.Minute, nil)
+	if got.Status != StatusSucceeded || fileSHA(t, dst) != want {
+		t.Fatalf("transfer: %+v", got)
+	}
+	if mid.Status == StatusSucceeded || got.Attempts != 2 {
+		t.Fatalf("the run went on without its lease: status %s when it stopped, %d attempts", mid.Status, got.Attempts)
+	}
+}
+
+// startHangable starts an engine whose lease renewals hang while the returned hangingRenewals'
+// hang is set, and a transfer of a random file of size bytes (seed) from a system behind a
+// 16 MiB/s proxy to another, and waits until more than its first chunk is done. It returns the
+// transfer, its destination path and the file's SHA-256.
+func startHangable(t *testing.T, size int64, seed uint64) (*harness, *hangingRenewals, *Transfer, string, string) {
+	t.Helper()
 	h := newHarness(t, testConfig())
 	h.stop()
 	dbw := &hangingRenewals{}
@@ -643,31 +646,23 @@ func TestRunStopsWhenItCannotRenew(t *testing.T) {
 	h.sys.add("alice", "a", a, slowProxy(t, a, 16<<20))
 	h.sys.add("alice", "b", b, "")
 	srcDir, dstDir := a.MkTemp(t), b.MkTemp(t)
-	want := randomFile(t, filepath.Join(srcDir, "big.bin"), 96<<20, 7)
+	want := randomFile(t, filepath.Join(srcDir, "big.bin"), size, seed)
+	dst := filepath.Join(dstDir, "big.bin")
 	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: filepath.Join(srcDir, "big.bin")},
-		Destination: Endpoint{System: "b", Path: filepath.Join(dstDir, "big.bin")}, ChunkSize: 4 << 20})
+		Destination: Endpoint{System: "b", Path: dst}, ChunkSize: 4 << 20})
 	h.wait("alice", tr.ID, time.Minute, func(tr *Transfer) bool { return tr.BytesDone > 4<<20 })
-	dbw.hang.Store(true)
+	return h, dbw, tr, dst, want
+}
+
+// waitRunGone waits (up to a minute) until the engine has no run of transfer id.
+func (h *harness) waitRunGone(id string) {
 	running := func() bool {
 		h.eng.mu.Lock()
 		defer h.eng.mu.Unlock()
-		_, ok := h.eng.runs[tr.ID]
+		_, ok := h.eng.runs[id]
 		return ok
 	}
-	deadline := time.Now().Add(time.Minute)
-	for running() && time.Now().Before(deadline) {
+	for deadline := time.Now().Add(time.Minute); running() && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
-	}
-	mid, err := h.eng.Get(t.Context(), "alice", tr.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dbw.hang.Store(false)
-	got := h.wait("alice", tr.ID, 2*time.Minute, nil)
-	if got.Status != StatusSucceeded || fileSHA(t, filepath.Join(dstDir, "big.bin")) != want {
-		t.Fatalf("transfer: %+v", got)
-	}
-	if mid.Status == StatusSucceeded || got.Attempts != 2 {
-		t.Fatalf("the run went on without its lease: status %s when it stopped, %d attempts", mid.Status, got.Attempts)
 	}
 }
