@@ -17,16 +17,17 @@ import (
 func TestMemoryLimitFromBudgets(t *testing.T) {
 	cfg := config.Default()
 	// Defaults: 128 MiB command output + 64 MiB downloads + 128 MiB kept listings + 4 workers ×
-	// 16 streams × (16 × 256 KiB blocks + 2 MiB window) + 128 MiB.
+	// 16 streams × (16 × 255 KiB blocks + 2 MiB window) + 128 MiB.
 	const mib = 1 << 20
-	if got, want := MemoryLimit(cfg), int64(128*mib+64*mib+128*mib+4*16*6*mib+128*mib); got != want {
+	const stream = 16*255<<10 + 2*mib
+	if got, want := MemoryLimit(cfg), int64(128*mib+64*mib+128*mib+4*16*stream+128*mib); got != want {
 		t.Fatalf("default limit %d MiB, want %d MiB", got/mib, want/mib)
 	}
 	cfg.HTTP.CommandOutputBudgetBytes = 512 * mib
 	cfg.HTTP.CommandMaxOutputBytes = 64 * mib
 	cfg.HTTP.DownloadBufferBudgetBytes = 32 * mib
 	cfg.Transfer.Workers, cfg.Transfer.MaxStreams = 1, 8
-	if got, want := MemoryLimit(cfg), int64(512*mib+32*mib+128*mib+1*16*6*mib+128*mib); got != want {
+	if got, want := MemoryLimit(cfg), int64(512*mib+32*mib+128*mib+1*16*stream+128*mib); got != want {
 		t.Fatalf("limit %d MiB, want %d MiB", got/mib, want/mib)
 	}
 }
