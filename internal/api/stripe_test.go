@@ -467,11 +467,11 @@ func TestStripedUploadWarmPool(t *testing.T) {
 	pool.str.Store(0)
 	upload("up.bin")
 	// The early stripes are the stripes: none is asked for twice. One exception: an early ask
-	// that fails (under the load of a full CI run one near ask did once) is asked for again by
-	// the stripe set, so a fourth dedicated ask is allowed; five would be every near channel
-	// asked twice.
-	if d, s := pool.ded.Load(), pool.str.Load(); d < 3 || d > 4 || s != 1 {
-		t.Fatalf("a striped upload asked for %d dedicated and %d stripe channels, want 3 (4 if an early ask failed) and 1", d, s)
+	// that fails is asked for again by the stripe set (under the load of full CI runs one near
+	// ask did once and one far ask once), so one more ask of either kind is allowed. Without
+	// the early stripes taken over, the stripe set asks for all of its own: 5 dedicated and 2.
+	if d, s := pool.ded.Load(), pool.str.Load(); d < 3 || s < 1 || d+s > 5 {
+		t.Fatalf("a striped upload asked for %d dedicated and %d stripe channels, want 3 and 1 (one more if an early ask failed)", d, s)
 	}
 	for _, want := range []string{"channels=4", "upload timeline", "renamed@"} {
 		if !strings.Contains(e.log.String(), want) {
