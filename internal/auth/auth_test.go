@@ -262,3 +262,60 @@ func TestGroupsAndOperators(t *testing.T) {
 		})
 	}
 }
+
+// TestKeptHS256Expires: an HS256 token accepted (and kept, see verifiedHS256) is accepted again
+// while its time claims hold, with the same principal, and refused as expired, like a token
+// never seen, once now passes exp plus Leeway; the kept tokens stay bounded.
+func TestKeptHS256Expires(t *testing.T) {
+	v, err := NewHS256Verifier(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// exp such that the token is accepted for one to two more seconds (NumericDate has whole
+	// seconds).
+	exp := time.Now().Add(-Leeway + 2*time.Second).Unix()
+	tok := sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "alice", "exp": exp, "groups": []string{"g1"}}, nil)
+	for i := range 2 {
+		p, err := v.Verify(t.Context(), tok)
+		if err != nil {
+			t.Fatalf("use %d: %v", i, err)
+		}
+		if p.User != "alice" || len(p.Groups) != 1 || p.Groups[0] != "g1" {
+			t.Fatalf("use %d: principal %+v", i, p)
+		}
+	}
+	if _, ok := v.hs.Load(tok); !ok {
+		t.Fatal("the accepted HS256 token was not kept")
+	}
+	until := time.Unix(exp, 0).Add(Leeway)
+	for time.Now().Before(until) { // the clock reaching the end of the token's window
+		time.Sleep(until.Sub(time.Now()) + time.Millisecond)
+	}
+	_, err = v.Verify(t.Context(), tok)
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Public != "token expired" {
+		t.Fatalf("expired kept token: %v, want token expired", err)
+	}
+
+	// Not valid yet (nbf), then refused: never kept.
+	nbf := sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "bob", "exp": time.Now().Add(time.Hour).Unix(),
+		"nbf": time.Now().Add(2 * Leeway).Unix()}, nil)
+	if _, err := v.Verify(t.Context(), nbf); err == nil {
+		t.Fatal("a token not valid yet was accepted")
+	}
+	if _, ok := v.hs.Load(nbf); ok {
+		t.Fatal("a refused token was kept")
+	}
+
+	for i := range maxVerifiedHS256 + 10 {
+		tok := sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": fmt.Sprintf("u%d", i), "exp": time.Now().Add(time.Hour).Unix()}, nil)
+		if _, err := v.Verify(t.Context(), tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	v.hs.Range(func(any, any) bool { n++; return true })
+	if n > maxVerifiedHS256 {
+		t.Fatalf("%d tokens kept, want at most %d", n, maxVerifiedHS256)
+	}
+}

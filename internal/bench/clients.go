@@ -296,9 +296,11 @@ func (r *ClientsReport) WriteJSON(path string) error {
 }
 
 // ListOp returns an Op that lists dir on system through GET /v1/systems/{id}/ls/{path} (full
-// metadata JSON, one page) and fails unless the answer names every one of names (its entries
-// are looked for in the body as `"name":"<name>"`, not decoded, so that the load generator,
-// which shares the bench process with a self-hosted sshapi, spends little CPU on it).
+// metadata JSON, one page) and fails unless the answer is valid JSON that names every one of
+// names (its entries are looked for in the body as `"name":"<name>"`, not decoded, so that the
+// load generator, which shares the bench process with a self-hosted sshapi, spends little CPU
+// on it: json.Valid scans the body once, where decoding it into a json.RawMessage scanned it
+// twice and copied it).
 func (a *API) ListOp(system, dir string, names []string) Op {
 	p := listPath(system, dir, max(len(names), 1))
 	want := make([][]byte, len(names))
@@ -307,9 +309,12 @@ func (a *API) ListOp(system, dir string, names []string) Op {
 		want[i] = append([]byte(`"name":`), q...)
 	}
 	return func(ctx context.Context) error {
-		var body json.RawMessage
-		if err := a.Call(ctx, http.MethodGet, p, nil, http.StatusOK, &body); err != nil {
+		body, err := a.send(ctx, http.MethodGet, p, nil, http.StatusOK)
+		if err != nil {
 			return err
+		}
+		if !json.Valid(body) {
+			return &KindError{K: "wrong listing", Msg: "the answer is not valid JSON"}
 		}
 		for i, w := range want {
 			if !bytes.Contains(body, w) {

@@ -52,33 +52,9 @@ func (a *API) client() *http.Client {
 // Call sends a JSON request and decodes a JSON answer into out (if not nil). A status other than
 // want is a *StatusError.
 func (a *API) Call(ctx context.Context, method, path string, body any, want int, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(a.BaseURL, "/")+path, rd)
+	b, err := a.send(ctx, method, path, body, want)
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+a.Token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.client().Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: read body: %w", method, path, err)
-	}
-	if resp.StatusCode != want {
-		return &StatusError{Code: resp.StatusCode, Detail: truncate(string(bytes.TrimSpace(b)), 300)}
+		return err
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -86,6 +62,40 @@ func (a *API) Call(ctx context.Context, method, path string, body any, want int,
 		}
 	}
 	return nil
+}
+
+// send sends a JSON request and returns the whole answer's body. A status other than want is a
+// *StatusError.
+func (a *API) send(ctx context.Context, method, path string, body any, want int) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(a.BaseURL, "/")+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+a.Token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := a.client().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read body: %w", method, path, err)
+	}
+	if resp.StatusCode != want {
+		return nil, &StatusError{Code: resp.StatusCode, Detail: truncate(string(bytes.TrimSpace(b)), 300)}
+	}
+	return b, nil
 }
 
 // CommandOp returns an Op that runs command on system through the study's route
