@@ -153,6 +153,11 @@ type Verifier struct {
 // it starts over.
 const maxVerifiedHS256 = 4096
 
+// maxKeptTokenBytes is the longest token a Verifier keeps: with maxVerifiedHS256 it bounds their
+// memory to 16 MiB whatever the server's header cap (64 KiB by default) lets a token grow to; a
+// longer token is verified from scratch at every use.
+const maxKeptTokenBytes = 4 << 10
+
 // verifiedHS256 is an HS256 token the Verifier accepted: the Principal it names and the times
 // between which its time claims hold ([from, until)).
 //
@@ -289,7 +294,7 @@ func (v *Verifier) verify(ctx context.Context, token string) (Principal, *Error)
 	default:
 		p := Principal{User: sub, Groups: groupsOf(claims[v.groups])}
 		p.Operator = slices.Contains(v.ops, sub) || (v.opGroup != "" && slices.Contains(p.Groups, v.opGroup))
-		if t.Method.Alg() == jwt.SigningMethodHS256.Alg() {
+		if t.Method.Alg() == jwt.SigningMethodHS256.Alg() && len(token) <= maxKeptTokenBytes {
 			v.keepHS256(token, p, claims)
 		}
 		return p, nil

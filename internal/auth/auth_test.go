@@ -307,6 +307,16 @@ func TestKeptHS256Expires(t *testing.T) {
 		t.Fatal("a refused token was kept")
 	}
 
+	// A token longer than maxKeptTokenBytes is accepted but not kept (the memory bound).
+	long := sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": "carol", "exp": time.Now().Add(time.Hour).Unix(),
+		"pad": strings.Repeat("x", maxKeptTokenBytes)}, nil)
+	if _, err := v.Verify(t.Context(), long); err != nil {
+		t.Fatalf("long token: %v", err)
+	}
+	if _, ok := v.hs.Load(long); ok {
+		t.Fatal("a token longer than maxKeptTokenBytes was kept")
+	}
+
 	for i := range maxVerifiedHS256 + 10 {
 		tok := sign(t, jwt.SigningMethodHS256, testSecret, jwt.MapClaims{"sub": fmt.Sprintf("u%d", i), "exp": time.Now().Add(time.Hour).Unix()}, nil)
 		if _, err := v.Verify(t.Context(), tok); err != nil {
