@@ -99,6 +99,9 @@ func (r *run) pump(ctx context.Context, s *stream, ch <-chan *rangeTask, finish 
 				continue
 			}
 			r.copying.Add(1)
+			if cur != nil && cur.active > 0 {
+				r.e.metrics.overlapped.Inc()
+			}
 			cur = p
 			if p.t.n == 0 {
 				p.taken = true
