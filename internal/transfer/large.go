@@ -138,6 +138,7 @@ func (r *run) doLarge(ctx context.Context, large []*Item) error {
 	defer r.startSourceSums(ctx, prepared(large, states))()
 	sums := r.newDestSums(ctx)
 	defer sums.close()
+	sums.prestart(prepared(large, states))
 	ch := make(chan *rangeTask, len(tasks))
 	for _, t := range tasks {
 		ch <- t
