@@ -59,6 +59,32 @@ func (r *run) newDestSums(ctx context.Context) *destSums {
 // rangeWritten tells it's sum, started now if there is room, that range idx is written.
 func (s *destSums) rangeWritten(it *Item, idx int) {
 	s.mu.Lock()
+	d := s.startLocked(it)
+	s.mu.Unlock()
+	if d != nil {
+		d.rangeDone(idx)
+	}
+}
+
+// prestart starts the sums of the first of items (as many as there is room for) before any of
+// their ranges is written. Started at the first written range instead, a sum's command channel
+// was opened while the copy filled the link, behind its queued data (and often on a new
+// connection, the streams having taken the pool's channel slots): on 1 Gbit/s × 50 ms with 8
+// streams it began 0.66 s after the first range landed, with 200 MiB to catch up on, and the
+// transfer waited 0.23 s for it after the last range.
+func (s *destSums) prestart(items []*Item) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range items {
+		if s.active >= maxDestSums {
+			return
+		}
+		s.startLocked(it)
+	}
+}
+
+// startLocked returns it's sum, starting it if there is room and it was not tried before.
+func (s *destSums) startLocked(it *Item) *destSum {
 	d := s.byItem[it]
 	if d == nil && !s.tried[it] && s.active < maxDestSums {
 		s.tried[it] = true
@@ -67,10 +93,7 @@ func (s *destSums) rangeWritten(it *Item, idx int) {
 			s.active++
 		}
 	}
-	s.mu.Unlock()
-	if d != nil {
-		d.rangeDone(idx)
-	}
+	return d
 }
 
 // end finishes it's sum, keeping the digest for its verification (see takeDestSum).

@@ -206,16 +206,23 @@ func (r *run) finalize(ctx context.Context, s *stream, it *Item, setAttrs bool, 
 	}
 	tmp := tempName(it.Destination, r.t.ID)
 	if setAttrs {
+		// The mode and the times are set at once (one round trip instead of two); the rename
+		// waits for both.
+		var modeErr, timesErr error
+		var wg sync.WaitGroup
 		if done&doneMode == 0 {
-			if err := dc.Chmod(tmp, os.FileMode(it.mode)); err != nil {
-				return fmt.Errorf("chmod %s: %w", tmp, err)
-			}
+			wg.Go(func() { modeErr = dc.Chmod(tmp, os.FileMode(it.mode)) })
 		}
 		if done&doneTimes == 0 {
 			mt := time.Unix(it.mtime, 0)
-			if err := dc.Chtimes(tmp, mt, mt); err != nil {
-				return fmt.Errorf("set times of %s: %w", tmp, err)
-			}
+			timesErr = dc.Chtimes(tmp, mt, mt)
+		}
+		wg.Wait()
+		if modeErr != nil {
+			return fmt.Errorf("chmod %s: %w", tmp, modeErr)
+		}
+		if timesErr != nil {
+			return fmt.Errorf("set times of %s: %w", tmp, timesErr)
 		}
 	}
 	if err := dc.PosixRename(tmp, it.Destination); err != nil {
