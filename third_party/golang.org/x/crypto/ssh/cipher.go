@@ -398,10 +398,10 @@ func (c *gcmCipher) readCipherPacket(seqNum uint32, r io.Reader) ([]byte, error)
 		return nil, err
 	}
 
-	// Decrypted into a buffer of its own rather than in place: the packet goes up the stack
-	// as it is (readsFreshPackets), where the in-place plaintext had to be copied out of c.buf
-	// into a fresh allocation anyway.
-	plain, err := c.aead.Open(make([]byte, 0, length), c.iv, c.buf, c.prefix[:])
+	// Decrypted into a buffer of its own (from the free list, see getPacketBuf) rather than in
+	// place: the packet goes up the stack as it is (readsFreshPackets), where the in-place
+	// plaintext had to be copied out of c.buf into a fresh allocation.
+	plain, err := c.aead.Open(getPacketBuf(int(length))[:0], c.iv, c.buf, c.prefix[:])
 	if err != nil {
 		return nil, err
 	}

@@ -177,7 +177,7 @@ func (s *connectionState) readPacket(r *bufio.Reader, strictMode bool) ([]byte, 
 	}
 	// The packet may point to an internal buffer, so copy the
 	// packet out here.
-	cp := make([]byte, len(packet))
+	cp := getPacketBuf(len(packet))
 	copy(cp, packet)
 
 	return cp, err
