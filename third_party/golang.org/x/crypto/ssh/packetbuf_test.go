@@ -5,6 +5,8 @@
 package ssh
 
 import (
+	"bytes"
+	"crypto/rand"
 	"io"
 	"runtime"
 	"sync"
@@ -130,5 +132,49 @@ func TestPacketBufsRecycled(t *testing.T) {
 				t.Logf("reading %d bytes allocated %d bytes", 2*total, alloc)
 			}
 		})
+	}
+}
+
+// writeCounter counts the Write calls it gets and keeps what they wrote.
+type writeCounter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// TestGCMPacketOneWrite: aes-gcm hands each packet (length, sealed packet and tag) to the
+// transport in one Write, which its bufio.Writer passes to the socket as one write(2), and the
+// packet opens again (upstream: two Writes, the length on its own).
+func TestGCMPacketOneWrite(t *testing.T) {
+	key, iv := make([]byte, 16), make([]byte, 12)
+	for _, n := range []int{1, 100, 4096, 32 << 10, 32<<10 + 9} {
+		seal, err := newGCMCipher(key, append([]byte(nil), iv...), nil, DirectionAlgorithms{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		open, _ := newGCMCipher(key, append([]byte(nil), iv...), nil, DirectionAlgorithms{})
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i)
+		}
+		var w writeCounter
+		for range 2 {
+			if err := seal.writeCipherPacket(0, &w, rand.Reader, payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w.writes != 2 {
+			t.Errorf("%d bytes: 2 packets took %d writes", n, w.writes)
+		}
+		for range 2 {
+			got, err := open.readCipherPacket(0, &w.Buffer)
+			if err != nil || !bytes.Equal(got, payload) {
+				t.Errorf("%d bytes: opened %d bytes, %v", n, len(got), err)
+			}
+		}
 	}
 }
