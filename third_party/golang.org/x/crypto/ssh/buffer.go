@@ -26,6 +26,9 @@ type buffer struct {
 type element struct {
 	buf  []byte
 	next *element
+	// whole is the packet buf came from (see writePacket), handed to putPacketBuf once buf
+	// has been read.
+	whole []byte
 }
 
 // newBuffer returns an empty buffer that is not closed.
@@ -44,6 +47,18 @@ func newBuffer() *buffer {
 func (b *buffer) write(buf []byte) {
 	b.Cond.L.Lock()
 	e := &element{buf: buf}
+	b.tail.next = e
+	b.tail = e
+	b.Cond.Signal()
+	b.Cond.L.Unlock()
+}
+
+// writePacket is write for data that is part of packet, which the buffer then owns: once
+// data has been read, packet goes back to the free list of getPacketBuf. The caller must not
+// use packet or data after the call, nor may anything else refer to them.
+func (b *buffer) writePacket(data, packet []byte) {
+	b.Cond.L.Lock()
+	e := &element{buf: data, whole: packet}
 	b.tail.next = e
 	b.tail = e
 	b.Cond.Signal()
@@ -75,6 +90,10 @@ func (b *buffer) Read(buf []byte) (n int, err error) {
 		}
 		// if there is a next buffer, make it the head
 		if len(b.head.buf) == 0 && b.head != b.tail {
+			if b.head.whole != nil {
+				putPacketBuf(b.head.whole)
+				b.head.whole = nil
+			}
 			b.head = b.head.next
 			continue
 		}
@@ -94,4 +113,50 @@ func (b *buffer) Read(buf []byte) (n int, err error) {
 		b.Cond.Wait()
 	}
 	return
+}
+
+// Received packets of at least packetBufMin bytes are decrypted or copied into buffers from
+// this free list, and a channel's data packets go back to it once read (buffer.writePacket),
+// so that a download does not allocate, and the runtime zero, a buffer per packet. It holds at
+// most packetBufsMax buffers (a channel's window of 2 MiB is 64 packets of 32 KiB).
+//
+// A buffer goes back as the packet handed up (it starts after the padding length byte of the
+// decrypted packet), so each trip shortens it by a byte or so: it is allocated packetBufSlack
+// bytes longer than asked for, and dropped once too short.
+const (
+	packetBufMin   = 8 << 10
+	packetBufSlack = 4 << 10
+	packetBufsMax  = 64
+)
+
+var packetBufs = make(chan []byte, packetBufsMax)
+
+// getPacketBuf returns a buffer of n bytes, from the free list if n is at least packetBufMin
+// and a buffer there is long enough. Its contents are undefined.
+func getPacketBuf(n int) []byte {
+	if n < packetBufMin {
+		return make([]byte, n)
+	}
+	for {
+		select {
+		case b := <-packetBufs:
+			if cap(b) >= n {
+				return b[:n]
+			}
+			// Too short now: dropped, and the next one tried.
+		default:
+			return make([]byte, n, n+packetBufSlack)
+		}
+	}
+}
+
+// putPacketBuf hands b, which nothing refers to any more, back to the free list.
+func putPacketBuf(b []byte) {
+	if cap(b) < packetBufMin {
+		return
+	}
+	select {
+	case packetBufs <- b[:0]:
+	default:
+	}
 }

@@ -340,23 +340,24 @@ func (c *gcmCipher) writeCipherPacket(seqNum uint32, w io.Writer, rand io.Reader
 	}
 
 	length := uint32(len(packet) + int(padding) + 1)
-	binary.BigEndian.PutUint32(c.prefix[:], length)
-	if _, err := w.Write(c.prefix[:]); err != nil {
-		return err
-	}
-
-	if cap(c.buf) < int(length) {
-		c.buf = make([]byte, length)
+	// The length, the sealed packet and its tag go out in one buffer, so in one Write: the
+	// transport's bufio.Writer (4 KiB) passes a large write straight to the connection when it
+	// is empty, where a separate 4-byte length made it copy the packet's first 4 KiB and send
+	// them in a write(2) of their own.
+	total := 4 + int(length) + gcmTagSize
+	if cap(c.buf) < total {
+		c.buf = make([]byte, total)
 	} else {
-		c.buf = c.buf[:length]
+		c.buf = c.buf[:total]
 	}
-
-	c.buf[0] = padding
-	copy(c.buf[1:], packet)
-	if _, err := io.ReadFull(rand, c.buf[1+len(packet):]); err != nil {
+	binary.BigEndian.PutUint32(c.buf, length)
+	body := c.buf[4 : 4+length]
+	body[0] = padding
+	copy(body[1:], packet)
+	if _, err := io.ReadFull(rand, body[1+len(packet):]); err != nil {
 		return err
 	}
-	c.buf = c.aead.Seal(c.buf[:0], c.iv, c.buf, c.prefix[:])
+	c.aead.Seal(body[:0], c.iv, body, c.buf[:4])
 	if _, err := w.Write(c.buf); err != nil {
 		return err
 	}
@@ -364,6 +365,10 @@ func (c *gcmCipher) writeCipherPacket(seqNum uint32, w io.Writer, rand io.Reader
 
 	return nil
 }
+
+// readsFreshPackets marks gcmCipher's readCipherPacket as returning a packet no later call
+// writes into, which connectionState.readPacket then need not copy.
+func (c *gcmCipher) readsFreshPackets() {}
 
 func (c *gcmCipher) incIV() {
 	for i := 4 + 7; i >= 4; i-- {
@@ -393,7 +398,10 @@ func (c *gcmCipher) readCipherPacket(seqNum uint32, r io.Reader) ([]byte, error)
 		return nil, err
 	}
 
-	plain, err := c.aead.Open(c.buf[:0], c.iv, c.buf, c.prefix[:])
+	// Decrypted into a buffer of its own (from the free list, see getPacketBuf) rather than in
+	// place: the packet goes up the stack as it is (readsFreshPackets), where the in-place
+	// plaintext had to be copied out of c.buf into a fresh allocation.
+	plain, err := c.aead.Open(getPacketBuf(int(length))[:0], c.iv, c.buf, c.prefix[:])
 	if err != nil {
 		return nil, err
 	}

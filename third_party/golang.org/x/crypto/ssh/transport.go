@@ -138,6 +138,7 @@ func (t *transport) readPacket() (p []byte, err error) {
 }
 
 func (s *connectionState) readPacket(r *bufio.Reader, strictMode bool) ([]byte, error) {
+	_, fresh := s.packetCipher.(interface{ readsFreshPackets() })
 	packet, err := s.packetCipher.readCipherPacket(s.seqNum, r)
 	s.seqNum++
 	if err == nil && len(packet) == 0 {
@@ -171,12 +172,15 @@ func (s *connectionState) readPacket(r *bufio.Reader, strictMode bool) ([]byte, 
 		}
 	}
 
+	if fresh {
+		return packet, err
+	}
 	// The packet may point to an internal buffer, so copy the
 	// packet out here.
-	fresh := make([]byte, len(packet))
-	copy(fresh, packet)
+	cp := getPacketBuf(len(packet))
+	copy(cp, packet)
 
-	return fresh, err
+	return cp, err
 }
 
 func (t *transport) writePacket(packet []byte) error {
