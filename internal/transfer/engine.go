@@ -678,7 +678,6 @@ type metrics struct {
 	bytesWritten prometheus.Counter
 	tarFiles     prometheus.Counter
 	renamed      prometheus.Counter
-	overlapped   prometheus.Counter
 	runs         *prometheus.CounterVec
 }
 
@@ -700,17 +699,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sshapi_transfer_batch_renamed_files_total",
 			Help: "Verified files renamed into place by one destination command per batch (others are renamed over SFTP).",
 		}),
-		overlapped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sshapi_transfer_ranges_overlapped_total",
-			Help: "Ranges a stream began while blocks of its previous range were still in flight (its pipeline kept full across the boundary).",
-		}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sshapi_transfer_runs_total",
 			Help: "Transfer runs by outcome.",
 		}, []string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.bytesRead, m.bytesWritten, m.tarFiles, m.renamed, m.overlapped, m.runs)
+		reg.MustRegister(m.bytesRead, m.bytesWritten, m.tarFiles, m.renamed, m.runs)
 	}
 	return m
 }

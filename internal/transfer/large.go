@@ -93,9 +93,8 @@ func (r *run) copyRange(ctx context.Context, sf io.ReaderAt, df io.WriterAt, off
 	return first
 }
 
-// doLarge moves multi-range files: every unfinished range is a task; each stream pumps its tasks
-// through one pipeline (see pump), starting the next while the last blocks of the previous are
-// in flight, so a fault loses at most two ranges per stream. The last wave of ranges (one per
+// doLarge moves multi-range files: every unfinished range is a task; each stream works one task
+// at a time, so a fault loses at most one range per stream. The last wave of ranges (one per
 // stream) is cut into tailParts parts, so streams that run out of work early do not leave the
 // last ranges to one stream each. A file whose last range lands is verified and renamed while
 // other ranges keep flowing.
@@ -209,12 +208,20 @@ func (r *run) doLarge(ctx context.Context, large []*Item) error {
 	for _, s := range r.streams {
 		swg.Go(func() {
 			defer s.closeFiles()
-			r.pump(ctx, s, ch, func(t *rangeTask, err error) {
+			for t := range ch {
+				if ctx.Err() != nil {
+					finish(t, context.Cause(ctx))
+					continue
+				}
+				err := r.copyPart(ctx, s, t)
 				if isDBErr(err) {
 					dbErr.Store(&err)
 				}
 				finish(t, err)
-			})
+				if err != nil && s.dead() {
+					return // this stream cannot reopen; the others take the remaining ranges
+				}
+			}
 		})
 	}
 	swg.Wait()
@@ -305,6 +312,25 @@ func (r *run) resetItem(ctx context.Context, it *Item) error {
 	delete(r.ranges, it.Seq)
 	r.bytesDone.Add(-lost)
 	it.BytesDone = 0
+	return nil
+}
+
+// copyPart copies task t's part of its range over stream s.
+func (r *run) copyPart(ctx context.Context, s *stream, t *rangeTask) error {
+	if err := r.recheck(ctx); err != nil {
+		return err
+	}
+	sf, df, err := s.files(ctx, t.it, tempName(t.it.Destination, r.t.ID))
+	if err != nil {
+		s.fail(err)
+		return err
+	}
+	if err := r.copyRange(ctx, sf, df, t.off, t.n, t.it.Source); err != nil {
+		err = r.noSpace(ctx, s, t.it.Destination, err)
+		s.closeFiles()
+		s.fail(err)
+		return err
+	}
 	return nil
 }
 
