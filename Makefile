@@ -39,13 +39,13 @@ test-x-crypto:
 
 ## test-pkg-sftp: the patched github.com/pkg/sftp (third_party/pkg-sftp.md) is upstream plus
 ## third_party/pkg-sftp.patch, and passes its own tests against OpenSSH's sftp-server and its own
-## server, the patch's (read_direct_test.go) also under the race detector.
+## server, the patch's (read_direct_test.go, readdir_close_test.go) also under the race detector.
 test-pkg-sftp:
 	third_party/pkg-sftp.sh check
 	$(GO) test -count=1 github.com/pkg/sftp/...
 	$(GO) test -count=1 github.com/pkg/sftp -integration
 	$(GO) test -count=1 github.com/pkg/sftp -integration -testserver
-	$(GO) test -count=1 -race -run TestReadDirect github.com/pkg/sftp -integration
+	$(GO) test -count=1 -race -run 'TestReadDirect|TestReadDirClose' github.com/pkg/sftp -integration
 
 ## screenshots: the web interface's browser test (Chromium, a real sshd and OIDC provider) writing
 ## its screenshots into docs/img/ (by default they go to build/ui-screenshots/).

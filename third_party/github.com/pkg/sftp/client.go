@@ -381,7 +381,7 @@ func (c *Client) ReadDirContext(ctx context.Context, p string) ([]os.FileInfo, e
 	if err != nil {
 		return nil, err
 	}
-	defer c.close(handle) // this has to defer earlier than the lock below
+	defer c.closeNoWait(handle) // this has to defer earlier than the lock below
 	var entries []os.FileInfo
 	var done = false
 	for !done {
@@ -715,6 +715,18 @@ func (c *Client) open(path string, pflags uint32) (*File, error) {
 // close closes a handle handle previously returned in the response
 // to SSH_FXP_OPEN or SSH_FXP_OPENDIR. The handle becomes invalid
 // immediately after this request has been sent.
+// closeNoWait sends SSH_FXP_CLOSE for handle without waiting for the reply (sshapi's
+// third_party/pkg-sftp.patch). ReadDirContext ignored the result of its close anyway, and a
+// server frees the handle when it handles the request, before any request sent after it; not
+// waiting saves a listing a round trip. The reply goes to a buffered channel nobody reads, so
+// recv (or broadcastErr, when the connection is lost) never blocks on it.
+func (c *Client) closeNoWait(handle string) {
+	c.dispatchRequest(make(chan result, 1), &sshFxpClosePacket{
+		ID:     c.nextID(),
+		Handle: handle,
+	})
+}
+
 func (c *Client) close(handle string) error {
 	id := c.nextID()
 	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpClosePacket{

@@ -794,6 +794,11 @@ func TestRequestReaddir(t *testing.T) {
 	require.Len(t, di, 100)
 	names := []string{di[18].Name(), di[81].Name()}
 	assert.Equal(t, []string{"foo_18", "foo_81"}, names)
+	// sshapi's patch: ReadDir does not wait for the reply to its CLOSE. The server handles
+	// requests other than reads and writes one by one in order, so a request sent after it
+	// is answered once the CLOSE has been handled.
+	_, err = p.cli.Stat("/")
+	require.NoError(t, err)
 	assert.Len(t, p.svr.openRequests, 0)
 	checkRequestServerAllocator(t, p)
 }
