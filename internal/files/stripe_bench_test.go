@@ -33,20 +33,7 @@ func BenchmarkStripedDownload(b *testing.B) {
 		b.Fatal(err)
 	}
 	data = nil
-	cfg := testServer.ClientConfig()
-	cfg.Ciphers = []string{"aes128-gcm@openssh.com"}
-	conn, err := ssh.Dial("tcp", testServer.Addr, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	// The options sshpool gives an OpenSSH server with limits@openssh.com.
-	c, err := sftp.NewClient(conn, sftp.MaxPacketUnchecked(256<<10-1024), sftp.MaxConcurrentRequestsPerFile(8),
-		sftp.UseConcurrentReads(true), sftp.UseConcurrentWrites(true))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := benchSFTP(b)
 	bufs := [][]byte{make([]byte, 1<<20), make([]byte, 1<<20)}
 	defer debug.SetGCPercent(debug.SetGCPercent(heapFloorPercent(64 << 20)))
 	b.SetBytes(size)
@@ -81,19 +68,7 @@ func BenchmarkStripedUpload(b *testing.B) {
 	name := filepath.Join(dir, "big")
 	data := make([]byte, 1<<20)
 	_, _ = rand.NewChaCha8([32]byte{1}).Read(data)
-	cfg := testServer.ClientConfig()
-	cfg.Ciphers = []string{"aes128-gcm@openssh.com"}
-	conn, err := ssh.Dial("tcp", testServer.Addr, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	c, err := sftp.NewClient(conn, sftp.MaxPacketUnchecked(256<<10-1024), sftp.MaxConcurrentRequestsPerFile(8),
-		sftp.UseConcurrentReads(true), sftp.UseConcurrentWrites(true))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := benchSFTP(b)
 	bufs := [][]byte{make([]byte, 1<<20), make([]byte, 1<<20)}
 	defer debug.SetGCPercent(debug.SetGCPercent(heapFloorPercent(64 << 20)))
 	b.SetBytes(size)
@@ -161,4 +136,24 @@ func heapFloorPercent(floor uint64) int {
 		return 100
 	}
 	return int((floor - live) * 100 / live)
+}
+
+// benchSFTP opens an SFTP client to the test server over one aes128-gcm@openssh.com connection
+// with the options sshpool gives an OpenSSH server with limits@openssh.com; both close when b
+// ends.
+func benchSFTP(b *testing.B) *sftp.Client {
+	cfg := testServer.ClientConfig()
+	cfg.Ciphers = []string{"aes128-gcm@openssh.com"}
+	conn, err := ssh.Dial("tcp", testServer.Addr, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	c, err := sftp.NewClient(conn, sftp.MaxPacketUnchecked(256<<10-1024), sftp.MaxConcurrentRequestsPerFile(8),
+		sftp.UseConcurrentReads(true), sftp.UseConcurrentWrites(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	return c
 }
