@@ -392,8 +392,12 @@ const earlyStripeDials = 1
 type earlyStripes struct {
 	near, far chan *sshpool.SFTPLease
 	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	once      sync.Once
+	// next, if not nil, are further early stripes asked for later (a cold pool's, once its
+	// first channel is up and the round trip known): taken once these are spent, stopped
+	// with them. Set before anyone takes.
+	next *earlyStripes
+	wg   sync.WaitGroup
+	once sync.Once
 }
 
 // startEarlyStripes asks the pool for near channels on t's pooled connections and far ones on
@@ -420,23 +424,25 @@ func (s *Server) startEarlyStripes(ctx context.Context, t sshpool.Target, near, 
 	return e
 }
 
-// take waits for the next early channel, near or far; false once every such ask has ended
-// without one left, or when ctx ends first (a channel that opens later is closed by stop). A nil
+// take waits for the next early channel, near or far (from e, then from e.next); false once
+// every such ask has ended without one left, or when ctx ends first (a channel that opens later is closed by stop). A nil
 // e has none.
 func (e *earlyStripes) take(ctx context.Context, near bool) (*sshpool.SFTPLease, bool) {
-	if e == nil {
-		return nil, false
+	for ; e != nil; e = e.next {
+		ch := e.far
+		if near {
+			ch = e.near
+		}
+		select {
+		case l, ok := <-ch:
+			if ok {
+				return l, true
+			}
+		case <-ctx.Done():
+			return nil, false
+		}
 	}
-	ch := e.far
-	if near {
-		ch = e.near
-	}
-	select {
-	case l, ok := <-ch:
-		return l, ok
-	case <-ctx.Done():
-		return nil, false
-	}
+	return nil, false
 }
 
 // stop cancels the asks still under way and closes the channels nobody took; it may be called
@@ -455,6 +461,7 @@ func (e *earlyStripes) stop() {
 		}
 		e.wg.Wait()
 	})
+	e.next.stop()
 }
 
 // timeline records when an upload's steps ended, in milliseconds since it started, for the

@@ -486,6 +486,11 @@ func (s *Server) putContent(w http.ResponseWriter, r *http.Request) error {
 				early = s.startEarlyStripes(r.Context(), t, near, far)
 				defer early.stop()
 			}
+		} else if near, far := s.earlyStripeCount(t.Key, r.ContentLength); near+far > 0 {
+			// A cold pool: the first channel's connection measured the round trip as it
+			// opened, so the other stripe channels are asked for now as on a warm pool (the
+			// far ones less those already dialing), not after the probe is back.
+			early.next = s.startEarlyStripes(r.Context(), t, near, max(far-earlyStripeDials, 0))
 		}
 		// A large body on a long path is written over several channels at once; otherwise in
 		// chunks over this one, where the budget has room. The round-trip probe that decides

@@ -480,3 +480,42 @@ func TestStripedUploadWarmPool(t *testing.T) {
 	}
 	assertOnly(t, dir, "unstriped.bin", "up.bin")
 }
+
+// TestStripedUploadColdPoolAsksAll: on a cold pool the first channel's connection measures the
+// round trip as it opens, so a large upload asks for all its stripe channels as soon as it holds
+// that channel, before the probe decides: with the chunk budget taken (the probe decides against
+// striping) it still asks for the near ones, where before it asked only for the one far stripe
+// dialed beside the first channel.
+func TestStripedUploadColdPoolAsksAll(t *testing.T) {
+	var pool *askCount
+	e := newEnvConfig(t, stripeConfig(), func(_ string, d *Deps, _ **Server) {
+		pool = &askCount{Pool: d.Pool}
+		pool.armed.Store(true)
+		d.Pool = pool
+	})
+	e.register("alice", "hpc")
+	dir := e.srv.MkTemp(t)
+	payload := make([]byte, 3<<20+999)
+	_, _ = rand.Read(payload)
+	held, err := e.api.downloads.TryAcquire("alice", e.api.downloads.Share())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.do("alice", "PUT", "/v1/systems/hpc/content"+dir+"/up.bin", string(payload))
+	held.Release()
+	if r.status != 201 {
+		t.Fatalf("upload: %d %s", r.status, r.body)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "up.bin"))
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("uploaded file: %d bytes, equal %v, %v", len(got), bytes.Equal(got, payload), err)
+	}
+	// Four channels: the first, the far stripe dialed beside it, then two near ones.
+	if d, s := pool.ded.Load(), pool.str.Load(); d != 3 || s != 1 {
+		t.Fatalf("a cold unstriped upload asked for %d dedicated and %d stripe channels, want 3 and 1", d, s)
+	}
+	if strings.Contains(e.log.String(), "channels=4") {
+		t.Fatalf("the upload was striped with the budget taken:\n%s", e.log.String())
+	}
+	assertOnly(t, dir, "up.bin")
+}
