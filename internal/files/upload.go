@@ -119,9 +119,10 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 			return nil, err
 		}
 	}
-	// The destination's lstat and the temporary file's exclusive create (open, then fchmod) go
-	// out together: the lstat's answer is in by the time the temporary file is owner-only, so
-	// it costs no round trip of its own. A refusal it brings (a directory, an existing file
+	// The destination's lstat and the temporary file's exclusive create (an open that asks for
+	// the owner-only mode, then an fchmod not waited for: see createTempNoWait) go out
+	// together: the lstat's answer is in by the time the temporary file's handle is, so it
+	// costs no round trip of its own. A refusal it brings (a directory, an existing file
 	// without Overwrite) removes the still empty temporary file.
 	type lstat struct {
 		fi  os.FileInfo
@@ -139,7 +140,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 		<-dst
 		return nil, err
 	}
-	file, err := f.createTemp(op, abs, tmp)
+	file, chmodded, err := f.createTempNoWait(op, abs, tmp)
 	d := <-dst
 	// The destination's verdict comes first, as when the lstat went before the create.
 	refused := func() error {
@@ -162,6 +163,7 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	}
 	keep := false
 	defer func() {
+		_ = chmodded() // answered by now; waited for on every path, so its reply is consumed
 		if !keep {
 			_ = file.Close()
 			f.removeTemp(tmp, gone) // best effort: the error being returned is the one that matters
@@ -213,6 +215,10 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 		return nil, f.writeErr(op, abs, err)
 	}
 	opts.trace("written")
+	// The temporary file was owner-only before any data went in (long since answered).
+	if err := chmodded(); err != nil {
+		return nil, f.writeErr(op, abs, err)
+	}
 	// The data is complete: the file gets its final mode before it appears under its name, and
 	// every handle written through has closed without an error (a late write error) before it
 	// is renamed.
@@ -305,22 +311,36 @@ const tempMode os.FileMode = 0o600
 
 // createTemp creates the temporary file tmp for abs exclusively (O_EXCL: an existing name, a
 // symlink included, is never opened or followed) and makes it owner-only before any data is
-// written. pkg/sftp sends no attributes with SSH_FXP_OPEN, so the file exists for one round
-// trip with the server's default mode, empty; the fchmod on the handle follows at once.
+// written (see createTempNoWait), waiting for the fchmod's reply.
 func (f *FS) createTemp(op, abs, tmp string) (*sftp.File, error) {
-	file, err := f.c.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	file, chmodded, err := f.createTempNoWait(op, abs, tmp)
 	if err != nil {
-		if _, ok, _ := f.exists(tmp); ok && isFailure(err) {
-			return nil, newErr(op, tmp, fs.ErrExist, err)
-		}
-		return nil, f.writeErr(op, abs, err)
+		return nil, err
 	}
-	if err := file.Chmod(tempMode); err != nil {
+	if err := chmodded(); err != nil {
 		_ = file.Close()
 		_ = f.c.Remove(tmp)
 		return nil, f.writeErr(op, abs, err)
 	}
 	return file, nil
+}
+
+// createTempNoWait is createTemp in one round trip: the exclusive create asks for the
+// owner-only mode in its SSH_FXP_OPEN (OpenSSH's sftp-server creates the file with it, narrowed
+// by its umask, so the file never exists with a wider mode), and the fchmod that makes it
+// owner-only on a server that ignored that request is sent at once, ahead of every request the
+// caller makes on the handle (OpenSSH's sftp-server handles them in order), without waiting for
+// its reply. chmodded waits for that reply; the caller must call it, and must not let the file
+// appear under its final name, or keep it, unless it returns nil.
+func (f *FS) createTempNoWait(op, abs, tmp string) (file *sftp.File, chmodded func() error, err error) {
+	file, err = f.c.OpenFilePerm(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, tempMode)
+	if err != nil {
+		if _, ok, _ := f.exists(tmp); ok && isFailure(err) {
+			return nil, nil, newErr(op, tmp, fs.ErrExist, err)
+		}
+		return nil, nil, f.writeErr(op, abs, err)
+	}
+	return file, file.ChmodNoWait(tempMode), nil
 }
 
 // rename moves src to dst; with overwrite an existing dst is replaced atomically

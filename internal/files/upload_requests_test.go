@@ -38,6 +38,19 @@ type pairGate struct {
 	seen [2]bool
 	held map[uint32]bool // ids of requests whose replies wait for the pair
 	open chan struct{}   // closed once both were sent
+	// perms, if not nil, gets the permissions each SSH_FXP_OPEN asked for, by path (none: absent).
+	perms map[string]uint32
+}
+
+// SSH_FILEXFER_ATTR_PERMISSIONS: an attribute block's flag for the permissions field.
+const attrPermissions = 0x4
+
+// openPerms returns the permissions an SSH_FXP_OPEN's body (after its path) asks for.
+func openPerms(rest []byte) (uint32, bool) {
+	if len(rest) < 12 || binary.BigEndian.Uint32(rest[4:8])&attrPermissions == 0 {
+		return 0, false // pflags, then attribute flags; size, uid and gid absent: perms next
+	}
+	return binary.BigEndian.Uint32(rest[8:12]), true
 }
 
 // request notes a packet the client sent.
@@ -52,6 +65,11 @@ func (g *pairGate) request(p []byte) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if typ == fxpOpen && g.perms != nil {
+		if perm, ok := openPerms(p[9+len(name):]); ok {
+			g.perms[name] = perm
+		}
+	}
 	for i, w := range g.want {
 		if w(typ, name) {
 			g.seen[i] = true

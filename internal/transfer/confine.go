@@ -122,29 +122,51 @@ func (r *run) checkItems(ctx context.Context, s *stream, items []*Item) ([]*Item
 	return pass, nil
 }
 
-// createTemp creates a transfer's temporary file exclusively and owner-only. The name is fixed
-// per item and transfer (so a resumed transfer finds it), so an entry already there, left by an
-// earlier attempt or planted, is removed (never opened or followed: a symlink is removed, not
-// its target) and the exclusive create is tried once more.
+// createTemp creates a transfer's temporary file exclusively and owner-only (see
+// createTempNoWait), waiting for the fchmod's reply.
 func createTemp(dc *sftp.Client, tmp string) (*sftp.File, error) {
-	f, err := dc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	f, chmodded, err := createTempNoWait(dc, tmp)
 	if err != nil {
-		if _, lerr := dc.Lstat(tmp); lerr != nil {
-			return nil, fmt.Errorf("create %s: %w", tmp, err)
-		}
-		if rerr := dc.Remove(tmp); rerr != nil {
-			return nil, fmt.Errorf("create %s: %w (and removing what is there: %v)", tmp, err, rerr)
-		}
-		if f, err = dc.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL); err != nil {
-			return nil, fmt.Errorf("create %s: %w", tmp, err)
-		}
+		return nil, err
 	}
-	if err := f.Chmod(tempMode); err != nil {
+	if err := chmodded(); err != nil {
 		_ = f.Close()
 		_ = dc.Remove(tmp)
-		return nil, fmt.Errorf("chmod %s: %w", tmp, err)
+		return nil, err
 	}
 	return f, nil
+}
+
+// createTempNoWait creates a transfer's temporary file exclusively and owner-only. The name is
+// fixed per item and transfer (so a resumed transfer finds it), so an entry already there, left
+// by an earlier attempt or planted, is removed (never opened or followed: a symlink is removed,
+// not its target) and the exclusive create is tried once more. The create asks for the
+// owner-only mode in its SSH_FXP_OPEN (OpenSSH's sftp-server creates the file with it, narrowed
+// by its umask), and the fchmod that makes sure of it on a server that ignored that is sent at
+// once, ahead of every request the caller makes on the handle (OpenSSH's sftp-server handles
+// them in order), without waiting for its reply: chmodded waits for it. The caller must call
+// chmodded, and must neither rename the file into place nor keep it unless it returns nil.
+func createTempNoWait(dc *sftp.Client, tmp string) (f *sftp.File, chmodded func() error, err error) {
+	const flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	f, err = dc.OpenFilePerm(tmp, flags, tempMode)
+	if err != nil {
+		if _, lerr := dc.Lstat(tmp); lerr != nil {
+			return nil, nil, fmt.Errorf("create %s: %w", tmp, err)
+		}
+		if rerr := dc.Remove(tmp); rerr != nil {
+			return nil, nil, fmt.Errorf("create %s: %w (and removing what is there: %v)", tmp, err, rerr)
+		}
+		if f, err = dc.OpenFilePerm(tmp, flags, tempMode); err != nil {
+			return nil, nil, fmt.Errorf("create %s: %w", tmp, err)
+		}
+	}
+	wait := f.ChmodNoWait(tempMode)
+	return f, func() error {
+		if err := wait(); err != nil {
+			return fmt.Errorf("chmod %s: %w", tmp, err)
+		}
+		return nil
+	}, nil
 }
 
 // openTemp opens an existing temporary file to resume writing it, refusing anything but a

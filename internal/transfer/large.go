@@ -284,11 +284,18 @@ func (r *run) prepare(ctx context.Context, s *stream, it *Item) error {
 	if err := r.save(ctx, []*Item{it}); err != nil {
 		return err
 	}
-	f, err := createTemp(dc, tmp)
+	// The owner-only fchmod and the truncate to the file's size are in flight together: one
+	// round trip after the create instead of two.
+	f, chmodded, err := createTempNoWait(dc, tmp)
 	if err != nil {
 		return noSpaceOn(dc, path.Dir(tmp), err)
 	}
 	err = f.Truncate(it.Size)
+	if cerr := chmodded(); cerr != nil {
+		_ = f.Close()
+		_ = dc.Remove(tmp)
+		return cerr
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -684,12 +684,26 @@ func (c *Client) OpenFile(path string, f int) (*File, error) {
 	return c.open(path, toPflags(f))
 }
 
+// OpenFilePerm is OpenFile whose SSH_FXP_OPEN carries perm as the permissions attribute, the
+// mode a file it creates gets (sshapi's third_party/pkg-sftp.patch). OpenSSH's sftp-server
+// passes it to open(2), so the file never exists with a wider mode (its umask may narrow it); a
+// server may ignore it, so a caller that relies on the mode still sets it (ChmodNoWait).
+func (c *Client) OpenFilePerm(path string, f int, perm os.FileMode) (*File, error) {
+	return c.openAttrs(path, toPflags(f), sshFileXferAttrPermissions, toChmodPerm(perm))
+}
+
 func (c *Client) open(path string, pflags uint32) (*File, error) {
+	return c.openAttrs(path, pflags, 0, nil)
+}
+
+func (c *Client) openAttrs(path string, pflags, flags uint32, attrs any) (*File, error) {
 	id := c.nextID()
 	typ, data, err := c.sendPacket(context.Background(), nil, &sshFxpOpenPacket{
 		ID:     id,
 		Path:   path,
 		Pflags: pflags,
+		Flags:  flags,
+		Attrs:  attrs,
 	})
 	if err != nil {
 		return nil, err
@@ -2207,6 +2221,38 @@ func (f *File) Chmod(mode os.FileMode) error {
 	}
 
 	return f.c.fsetstat(f.handle, sshFileXferAttrPermissions, toChmodPerm(mode))
+}
+
+// ChmodNoWait sends Chmod's request and returns before its reply, with a function that waits
+// for the reply and returns Chmod's error (sshapi's third_party/pkg-sftp.patch). The request is
+// written before ChmodNoWait returns, so it goes ahead of every request made on f afterwards; a
+// server that handles a handle's requests in order (OpenSSH's sftp-server handles all in order)
+// applies the mode before them. wait must be called; it may be called more than once.
+func (f *File) ChmodNoWait(mode os.FileMode) (wait func() error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+
+	if f.handle == "" {
+		return func() error { return os.ErrClosed }
+	}
+	id := f.c.nextID()
+	ch := make(chan result, 1)
+	f.c.dispatchRequest(ch, &sshFxpFsetstatPacket{
+		ID:     id,
+		Handle: f.handle,
+		Flags:  sshFileXferAttrPermissions,
+		Attrs:  toChmodPerm(mode),
+	})
+	return sync.OnceValue(func() error {
+		s := <-ch
+		if s.err != nil {
+			return s.err
+		}
+		if s.typ != sshFxpStatus {
+			return unimplementedPacketErr(s.typ)
+		}
+		return normaliseError(unmarshalStatus(id, s.data))
+	})
 }
 
 // SetExtendedData sets extended attributes of the current file. It uses the
