@@ -708,6 +708,70 @@ func (ch *channel) SendRequest(name string, wantReply bool, payload []byte) (boo
 	return false, nil
 }
 
+// StartRequest sends a channel request that wants a reply, as SendRequest(name, true, payload)
+// does, but returns once the request is written, before the reply (sshapi patch). wait returns
+// what SendRequest would have; it must be called, once, before another request that wants a
+// reply can be sent on c. Data written to c after StartRequest returns goes out after the
+// request, so a server that handles a channel's messages in order (OpenSSH's sshd does) has
+// started the subsystem or command by the time that data arrives: the caller need not wait for
+// the reply before writing. Channels of other implementations send the request and wait for its
+// reply before StartRequest returns.
+func StartRequest(c Channel, name string, payload []byte) (wait func() (bool, error), err error) {
+	ch, isChannel := c.(*channel)
+	if !isChannel {
+		ok, err := c.SendRequest(name, true, payload)
+		if err != nil {
+			return nil, err
+		}
+		return func() (bool, error) { return ok, nil }, nil
+	}
+	if !ch.decided {
+		return nil, errUndecided
+	}
+	ch.sentRequestMu.Lock()
+	ch.sentRequestPending.Store(true)
+	done := func() {
+		ch.sentRequestPending.Store(false)
+		ch.sentRequestMu.Unlock()
+	}
+drain: // as SendRequest does
+	for {
+		select {
+		case _, ok := <-ch.msg:
+			if !ok {
+				break drain
+			}
+		default:
+			break drain
+		}
+	}
+	msg := channelRequestMsg{
+		PeersID:             ch.remoteId,
+		Request:             name,
+		WantReply:           true,
+		RequestSpecificData: payload,
+	}
+	if err := ch.sendMessage(msg); err != nil {
+		done()
+		return nil, err
+	}
+	return func() (bool, error) {
+		defer done()
+		m, ok := <-ch.msg
+		if !ok {
+			return false, io.EOF
+		}
+		switch m.(type) {
+		case *channelRequestFailureMsg:
+			return false, nil
+		case *channelRequestSuccessMsg:
+			return true, nil
+		default:
+			return false, fmt.Errorf("ssh: unexpected response to channel request: %#v", m)
+		}
+	}, nil
+}
+
 // ackRequest either sends an ack or nack to the channel request.
 func (ch *channel) ackRequest(ok bool) error {
 	if !ch.decided {
