@@ -195,13 +195,6 @@ func (p *Pool) newSFTP(sc *ssh.Client) (*sftp.Client, error) {
 // does, but tells the server's refusal of the subsystem (ErrNoSFTP: nothing else on the
 // connection is wrong) from a connection that failed, which sftp.NewClient reports alike. The
 // channel's requests are refused and its stderr discarded, as sftp.NewClient leaves them.
-//
-// The SFTP client's SSH_FXP_INIT goes out right behind the subsystem request, not after its
-// reply (ssh.StartRequest, our x/crypto patch): sshd handles a channel's messages in order and
-// starts sftp-server while it handles the request, so the INIT reaches it; a channel opens in
-// two round trips (open, then subsystem and version together) instead of three. Where the
-// server refuses the subsystem, it drops the INIT (the channel never started), the refusal is
-// reported, and the client still waiting for its version ends with the channel.
 func startSFTP(sc *ssh.Client, opts ...sftp.ClientOption) (*sftp.Client, error) {
 	ch, reqs, err := sc.OpenChannel("session", nil)
 	if err != nil {
@@ -209,37 +202,20 @@ func startSFTP(sc *ssh.Client, opts ...sftp.ClientOption) (*sftp.Client, error) 
 	}
 	go ssh.DiscardRequests(reqs)                            // ends when the channel does
 	go func() { _, _ = io.Copy(io.Discard, ch.Stderr()) }() // ends when the channel does
-	wait, err := ssh.StartRequest(ch, "subsystem", ssh.Marshal(struct{ Name string }{"sftp"}))
-	if err != nil {
-		_ = ch.Close()
-		return nil, fmt.Errorf("sftp subsystem: %w", err)
-	}
-	type started struct {
-		cl  *sftp.Client
-		err error
-	}
-	client := make(chan started, 1)
-	go func() { // owned here: received from below on every path
-		cl, err := sftp.NewClientPipe(ch, ch, opts...)
-		client <- started{cl, err}
-	}()
-	ok, err := wait()
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"sftp"}))
 	if err == nil && !ok {
 		err = ErrNoSFTP
 	}
 	if err != nil {
-		_ = ch.Close() // ends the client's wait for a version, if it still waits
-		if c := <-client; c.cl != nil {
-			_ = c.cl.Close()
-		}
+		_ = ch.Close()
 		return nil, fmt.Errorf("sftp subsystem: %w", err)
 	}
-	c := <-client
-	if c.err != nil {
+	cl, err := sftp.NewClientPipe(ch, ch, opts...)
+	if err != nil {
 		_ = ch.Close()
-		return nil, c.err
+		return nil, err
 	}
-	return c.cl, nil
+	return cl, nil
 }
 
 // measureWireRTT times one global request that wants a reply (keepalive@openssh.com, which an
