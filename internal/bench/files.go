@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,8 +27,10 @@ const (
 
 // FilesRun is one copy of a directory tree of many small files from one system to another.
 type FilesRun struct {
-	// Target is sshapi or a peer; How says what ran.
+	// Target is sshapi or a peer; How says what ran; Round is the round it ran in (from 1, see
+	// FilesBench.Rounds).
 	Target string `json:"target"`
+	Round  int    `json:"round,omitempty"`
 	How    string `json:"how"`
 	// Files of FileSize bytes each; Seconds from start to the copy being complete (for sshapi,
 	// submit to `succeeded`); FilesPerSecond is Files / Seconds.
@@ -73,6 +76,12 @@ type FilesBench struct {
 	FileSize int64
 	// Peers adds the OpenSSH runs; NoSCP leaves out scp -3 -r (the slowest) among them.
 	Peers, NoSCP bool
+	// Rounds is how many times sshapi and the tar pipe each copy the tree (at least 1), in ABBA
+	// order: on this machine's disk the kernel's cost of creating a file varies several-fold
+	// from one copy to the next (a file created in a directory of a block group that no file
+	// used before cost about 620 µs of system time, 45-145 µs in one used before), so a single
+	// pair of runs compares the disk's states as much as the two targets.
+	Rounds int
 	// Check checks a target's copy (the directory on Dst) against the source after its run;
 	// Remove deletes every copy once all targets ran, never between runs: right after a deletion
 	// of tens of thousands of files this machine's ext4 disk made the next copy spend seconds in
@@ -84,16 +93,23 @@ type FilesBench struct {
 	SSHDPIDs []int
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
+	// Profile, when set, is a file that receives a CPU profile of this process (which hosts
+	// sshapi) during sshapi's run.
+	Profile string
 	// Report receives the runs.
 	Report *FilesReport
 }
 
-// Run copies the tree through every target in turn. A failed run is recorded with its error;
-// Run returns only ctx's error.
+// Run copies the tree through every target in turn, Rounds times for sshapi and the tar pipe
+// (ABBA: sshapi then the tar pipe in odd rounds, the other way round in even ones) and once for
+// scp -3 -r, last. A failed run is recorded with its error; Run returns only ctx's error.
 func (b *FilesBench) Run(ctx context.Context) error {
 	var copies []string
-	dst := func(suffix string) string {
+	dst := func(suffix string, round int) string {
 		d := b.DstBase + "-" + suffix
+		if round > 1 {
+			d += "-" + strconv.Itoa(round)
+		}
 		copies = append(copies, d)
 		return d
 	}
@@ -104,33 +120,51 @@ func (b *FilesBench) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	b.measure(ctx, BaselineTarget, "`POST /v1/transfers` recursive, verify sha256", "sha256 on both systems", dst("sshapi"), true,
-		func(dir string, r *FilesRun) error {
-			st, err := b.API.waitTransfer(ctx, map[string]any{
-				"source":      map[string]string{"system": b.Src.System, "path": b.SrcDir},
-				"destination": map[string]string{"system": b.Dst.System, "path": dir},
-				"recursive":   true, "verify": "sha256"}, 100*time.Millisecond)
-			r.FilesDone, r.SameSystem = st.FilesDone, st.SameSystem
-			if err == nil && st.FilesDone != int64(b.Files) {
-				err = fmt.Errorf("transfer reports %d files done, want %d", st.FilesDone, b.Files)
-			}
-			return err
-		})
-	if ctx.Err() != nil || !b.Peers {
+	runSSHAPI := func(round int) {
+		b.measure(ctx, BaselineTarget, round, "`POST /v1/transfers` recursive, verify sha256", "sha256 on both systems", dst("sshapi", round), true,
+			func(dir string, r *FilesRun) error {
+				if b.Profile != "" && round == 1 {
+					defer startCPUProfile(b.Profile)()
+				}
+				st, err := b.API.waitTransfer(ctx, map[string]any{
+					"source":      map[string]string{"system": b.Src.System, "path": b.SrcDir},
+					"destination": map[string]string{"system": b.Dst.System, "path": dir},
+					"recursive":   true, "verify": "sha256"}, 100*time.Millisecond)
+				r.FilesDone, r.SameSystem = st.FilesDone, st.SameSystem
+				if err == nil && st.FilesDone != int64(b.Files) {
+					err = fmt.Errorf("transfer reports %d files done, want %d", st.FilesDone, b.Files)
+				}
+				return err
+			})
+	}
+	runTar := func(round int) {
+		b.measure(ctx, PeerTarPipe, round, "`ssh src 'tar -cf - DIR' | ssh dst 'tar -xf -'`", "none", dst("tar", round), false,
+			func(dir string, _ *FilesRun) error { return b.tarPipe(ctx, dir) })
+	}
+	for round := 1; round <= max(1, b.Rounds) && ctx.Err() == nil; round++ {
+		first, second := runSSHAPI, runTar
+		if round%2 == 0 {
+			first, second = runTar, runSSHAPI
+		}
+		if !b.Peers {
+			first, second = runSSHAPI, func(int) {}
+		}
+		first(round)
+		if ctx.Err() != nil {
+			break
+		}
+		second(round)
+	}
+	if ctx.Err() != nil || !b.Peers || b.NoSCP {
 		return ctx.Err()
 	}
-	b.measure(ctx, PeerTarPipe, "`ssh src 'tar -cf - DIR' | ssh dst 'tar -xf -'`", "none", dst("tar"), false,
-		func(dir string, _ *FilesRun) error { return b.tarPipe(ctx, dir) })
-	if ctx.Err() != nil || b.NoSCP {
-		return ctx.Err()
-	}
-	b.measure(ctx, PeerSCP3R, "`scp -3 -r`", "none", dst("scp"), false,
+	b.measure(ctx, PeerSCP3R, 1, "`scp -3 -r`", "none", dst("scp", 1), false,
 		func(dir string, _ *FilesRun) error { return b.scp3r(ctx, dir) })
 	return ctx.Err()
 }
 
-func (b *FilesBench) measure(ctx context.Context, target, how, verified, dir string, rss bool, fn func(dir string, r *FilesRun) error) {
-	r := FilesRun{Target: target, How: how, Files: b.Files, FileSize: b.FileSize, Verified: verified}
+func (b *FilesBench) measure(ctx context.Context, target string, round int, how, verified, dir string, rss bool, fn func(dir string, r *FilesRun) error) {
+	r := FilesRun{Target: target, Round: round, How: how, Files: b.Files, FileSize: b.FileSize, Verified: verified}
 	var peak atomic.Int64
 	stopRSS := func() {}
 	if rss {
@@ -191,8 +225,8 @@ func (b *FilesBench) measure(ctx context.Context, target, how, verified, dir str
 		if rss {
 			peakRSS = fmt.Sprintf(", peak rss %.0f MiB (%.0f before)", r.PeakRSSMiB, r.RSSBeforeMiB)
 		}
-		fmt.Fprintf(b.Progress, "small files %d × %d B %s: %.0f files/s in %.2fs, cpu %.2fs, sshd cpu %.2fs%s %s\n",
-			b.Files, b.FileSize, target, r.FilesPerSecond, r.Seconds, r.CPUSeconds, r.SSHDCPUSeconds, peakRSS, r.Error)
+		fmt.Fprintf(b.Progress, "small files %d × %d B %s (round %d): %.0f files/s in %.2fs, cpu %.2fs, sshd cpu %.2fs%s %s\n",
+			b.Files, b.FileSize, target, round, r.FilesPerSecond, r.Seconds, r.CPUSeconds, r.SSHDCPUSeconds, peakRSS, r.Error)
 	}
 	b.Report.Runs = append(b.Report.Runs, r)
 }
@@ -298,28 +332,32 @@ func (a *API) waitTransfer(ctx context.Context, body map[string]any, poll time.D
 }
 
 // WriteMarkdown writes the runs as one table with files/s, seconds, CPU and sshapi's peak RSS,
-// and each peer's time divided by sshapi's.
+// each peer run's files/s divided into the sshapi run's of the same round (of round 1 for a
+// peer that ran once), and, when sshapi and a peer ran in more than one round, a line per peer
+// with the ratio over all their rounds (every file copied divided by every second taken).
 func (r *FilesReport) WriteMarkdown(w io.Writer) error {
 	if len(r.Runs) == 0 {
 		return nil
 	}
 	var b strings.Builder
-	var base *FilesRun
+	base := map[int]*FilesRun{}
+	rounds := 0
 	for i, s := range r.Runs {
 		if s.Target == BaselineTarget {
-			base = &r.Runs[i]
+			base[max(1, s.Round)] = &r.Runs[i]
 		}
+		rounds = max(rounds, s.Round)
 	}
 	f := r.Runs[0]
 	fmt.Fprintf(&b, "#### %d files of %d bytes, system to system\n\n", f.Files, f.FileSize)
-	b.WriteString("| target | how | verified | files/s | seconds | MB/s | CPU s (bench process + clients) | sshd CPU s | peak RSS MiB (bench process, hosts sshapi) | sshapi ÷ target (files/s) |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| target | round | how | verified | files/s | seconds | MB/s | CPU s (bench process + clients) | sshd CPU s | peak RSS MiB (bench process, hosts sshapi) | sshapi ÷ target (files/s) |\n")
+	b.WriteString("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range r.Runs {
 		rate, ratio, rss, sshd := fmt.Sprintf("%.0f", s.FilesPerSecond), "–", "–", "–"
 		if s.Error != "" {
 			rate = "failed: " + truncate(strings.ReplaceAll(s.Error, "|", "/"), 100)
-		} else if base != nil && base.Error == "" && s.Target != BaselineTarget && s.FilesPerSecond > 0 {
-			ratio = fmt.Sprintf("%.2f×", base.FilesPerSecond/s.FilesPerSecond)
+		} else if bs := base[max(1, s.Round)]; bs != nil && bs.Error == "" && s.Target != BaselineTarget && s.FilesPerSecond > 0 {
+			ratio = fmt.Sprintf("%.2f×", bs.FilesPerSecond/s.FilesPerSecond)
 		}
 		if s.PeakRSSMiB > 0 {
 			rss = fmt.Sprintf("%.0f (%.0f before)", s.PeakRSSMiB, s.RSSBeforeMiB)
@@ -327,11 +365,65 @@ func (r *FilesReport) WriteMarkdown(w io.Writer) error {
 		if s.SSHDCPUSeconds > 0 {
 			sshd = fmt.Sprintf("%.2f", s.SSHDCPUSeconds)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f | %.1f | %.2f | %s | %s | %s |\n", s.Target, strings.ReplaceAll(s.How, "|", `\|`), s.Verified, rate, s.Seconds, s.MBps, s.CPUSeconds, sshd, rss, ratio)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %.2f | %.1f | %.2f | %s | %s | %s |\n", s.Target, max(1, s.Round), strings.ReplaceAll(s.How, "|", `\|`), s.Verified, rate, s.Seconds, s.MBps, s.CPUSeconds, sshd, rss, ratio)
 	}
 	b.WriteString("\n")
+	if rounds > 1 {
+		all := filesTotals(r.Runs)
+		sa, ok := all[BaselineTarget]
+		for _, t := range targetsInOrder(r.Runs) {
+			tt := all[t]
+			if t == BaselineTarget || !ok || tt.runs < 2 || sa.failed || tt.failed {
+				continue
+			}
+			fmt.Fprintf(&b, "Over %d rounds each: sshapi %.0f files/s (%.2f s in all, CPU %.2f s + sshd %.2f s), %s %.0f files/s (%.2f s, CPU %.2f s + sshd %.2f s): sshapi ÷ %s **%.2f×**.\n\n",
+				sa.runs, sa.rate(), sa.seconds, sa.cpu, sa.sshd, t, tt.rate(), tt.seconds, tt.cpu, tt.sshd, t, sa.rate()/tt.rate())
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// filesTotal adds up one target's runs.
+type filesTotal struct {
+	runs               int
+	files              int64
+	seconds, cpu, sshd float64
+	failed             bool
+}
+
+func (t filesTotal) rate() float64 {
+	if t.seconds <= 0 {
+		return 0
+	}
+	return float64(t.files) / t.seconds
+}
+
+// filesTotals adds up the runs of each target.
+func filesTotals(runs []FilesRun) map[string]filesTotal {
+	out := map[string]filesTotal{}
+	for _, s := range runs {
+		t := out[s.Target]
+		t.runs++
+		t.files += int64(s.Files)
+		t.seconds += s.Seconds
+		t.cpu += s.CPUSeconds
+		t.sshd += s.SSHDCPUSeconds
+		t.failed = t.failed || s.Error != ""
+		out[s.Target] = t
+	}
+	return out
+}
+
+// targetsInOrder lists the runs' targets in the order they first ran.
+func targetsInOrder(runs []FilesRun) []string {
+	var out []string
+	for _, s := range runs {
+		if !slices.Contains(out, s.Target) {
+			out = append(out, s.Target)
+		}
+	}
+	return out
 }
 
 // WriteJSON writes the report to path.
