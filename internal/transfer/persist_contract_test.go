@@ -13,7 +13,7 @@ import (
 )
 
 // sqliteOpener opens a fresh SQLite Persistence per call.
-func sqliteOpener(t *testing.T) Persistence {
+func sqliteOpener(t testing.TB) Persistence {
 	p, err := OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "transfers.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -53,9 +53,9 @@ func TestPersistenceContract(t *testing.T) {
 }
 
 // pgOpener starts one cluster for t and opens a fresh database per call.
-func pgOpener(t *testing.T) func(t *testing.T) Persistence {
+func pgOpener(t *testing.T) func(t testing.TB) Persistence {
 	cluster := pgtest.New(t)
-	return func(t *testing.T) Persistence {
+	return func(t testing.TB) Persistence {
 		p, err := OpenPostgres(t.Context(), cluster.NewDatabase(t), 8)
 		if err != nil {
 			t.Fatal(err)
@@ -66,7 +66,7 @@ func pgOpener(t *testing.T) func(t *testing.T) Persistence {
 }
 
 // insertQueued adds a queued transfer of owner with an optional idempotency key.
-func insertQueued(t *testing.T, p Persistence, id, owner, key string) (*Transfer, error) {
+func insertQueued(t testing.TB, p Persistence, id, owner, key string) (*Transfer, error) {
 	t.Helper()
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	req := Request{Source: Endpoint{System: "a", Path: "/src"}, Destination: Endpoint{System: "b", Path: "/dst"}, IdempotencyKey: key}
@@ -90,7 +90,7 @@ func insertQueued(t *testing.T, p Persistence, id, owner, key string) (*Transfer
 	return tr, nil
 }
 
-func mustInsert(t *testing.T, p Persistence, id, owner, key string) *Transfer {
+func mustInsert(t testing.TB, p Persistence, id, owner, key string) *Transfer {
 	t.Helper()
 	tr, err := insertQueued(t, p, id, owner, key)
 	if err != nil {

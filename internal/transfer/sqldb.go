@@ -29,6 +29,10 @@ type dialect struct {
 	// lockOwner serialises lease decisions for one owner within tx (PostgreSQL: an advisory
 	// transaction lock; SQLite: nothing, its one connection already does).
 	lockOwner func(ctx context.Context, tx *sql.Tx, owner string) error
+	// saveItems, if set, runs update (itemsUpdate, placeholders rewritten) for each item in one
+	// transaction of its own with the statements pipelined (PostgreSQL); else ItemsSave sends
+	// them one by one (SQLite, in process: nothing to save by batching them).
+	saveItems func(ctx context.Context, db *sql.DB, update, id string, items []*Item) error
 	river     riverdriver.Driver[*sql.Tx]
 }
 
@@ -570,8 +574,28 @@ func (s *sqlDB) RangesReset(ctx context.Context, p *RangesResetParams) error {
 	return nil
 }
 
+// itemsUpdate writes one item's mutable fields, by primary key.
+const itemsUpdate = `UPDATE transfer_items SET status = ?, size = ?, mtime = ?, bytes_done = ?, attempts = ?, error = ?,
+	sha256 = ?, staged = ? WHERE transfer_id = ? AND seq = ?`
+
+// itemsUpdateArgs are itemsUpdate's arguments for it of transfer id.
+func itemsUpdateArgs(id string, it *Item) []any {
+	return []any{string(it.Status), it.Size, it.mtime, it.BytesDone, it.Attempts, it.Error, it.SHA256, it.staged, id, it.Seq}
+}
+
+// ItemsSave writes the mutable fields of items, one UPDATE each by primary key, in one
+// transaction; an item given more than once keeps its last state, and one whose row is not
+// there (its plan replaced) changes nothing. Where the dialect pipelines (PostgreSQL, see
+// dialect.saveItems) the UPDATEs go to the server together: one round trip each cost 117 µs
+// per item on loopback, 120 ms per tar batch of 1,024 files (BenchmarkItemsSave).
 func (s *sqlDB) ItemsSave(ctx context.Context, p *ItemsSaveParams) error {
 	if len(p.Items) == 0 {
+		return nil
+	}
+	if s.d.saveItems != nil {
+		if err := s.d.saveItems(ctx, s.db, s.q(itemsUpdate), p.ID, p.Items); err != nil {
+			return fmt.Errorf("save items: %w", err)
+		}
 		return nil
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -579,15 +603,13 @@ func (s *sqlDB) ItemsSave(ctx context.Context, p *ItemsSaveParams) error {
 		return fmt.Errorf("save items: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit this is a no-op
-	stmt, err := tx.PrepareContext(ctx, s.q(`UPDATE transfer_items SET status = ?, size = ?, mtime = ?, bytes_done = ?,
-		attempts = ?, error = ?, sha256 = ?, staged = ? WHERE transfer_id = ? AND seq = ?`))
+	stmt, err := tx.PrepareContext(ctx, s.q(itemsUpdate))
 	if err != nil {
 		return fmt.Errorf("save items: %w", err)
 	}
 	defer stmt.Close()
 	for _, it := range p.Items {
-		if _, err := stmt.ExecContext(ctx, string(it.Status), it.Size, it.mtime, it.BytesDone, it.Attempts, it.Error, it.SHA256,
-			it.staged, p.ID, it.Seq); err != nil {
+		if _, err := stmt.ExecContext(ctx, itemsUpdateArgs(p.ID, it)...); err != nil {
 			return fmt.Errorf("save items: %w", err)
 		}
 	}
