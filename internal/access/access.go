@@ -5,7 +5,11 @@
 // signed-in user) and links are decided here and nowhere else.
 //
 // A grantee acts through the owner's credential and inside the owner's root_dir: a grant's path
-// is a further confinement root, judged by package confine like root_dir itself.
+// is a further confinement root, judged by package confine like root_dir itself. A grant's or
+// link's path must not pass through a symlink below the home or root directory
+// (confine.ErrLinkedRoot): shares nest, and whoever writes through an enclosing one could
+// otherwise point a nested one anywhere an owner's link leads. An owner who means to share what
+// a link points to shares the path it resolves to.
 //
 // # S3 systems
 //

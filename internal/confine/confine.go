@@ -18,6 +18,14 @@
 // operations are ordered by package guard (restructuring ones run alone), and a caller that
 // releases the guard between two uses of a Root calls Forget when it holds it again. The owner,
 // and anyone with a shell on the system, are not ordered.
+//
+// The guard orders operations; it cannot order time. A share's own path (Narrow: a grant's or a
+// link's) is the one path a Root follows with no bound but root_dir, and it is looked up anew
+// by every request, long after whoever acts through an enclosing share may have renamed or
+// copied entries at it or above it (an owner's link out of both shares included). So Narrow
+// refuses a share's path that passes through a symlink below its base (the root directory or
+// the home directory, which no share can restructure): a share always names the directory or
+// file at its path as written, and nothing put there can lead it elsewhere.
 package confine
 
 import (
@@ -294,9 +302,30 @@ func Within(dir, p string) bool {
 	return dir == "/" || p == dir || strings.HasPrefix(p, dir+"/")
 }
 
+// ErrLinkedRoot reports a grant's or link's path that passes through a symbolic link below the
+// home directory or the root directory (see Narrow). It wraps ErrOutside.
+var ErrLinkedRoot = fmt.Errorf("a shared path is followed through no symbolic link below the home or root directory: %w", ErrOutside)
+
 // Narrow returns a Root for dir, a further root inside r (a grant's or a link's path): dir must
 // lie below r as written and as the server resolves it, so a path inside the returned Root is
 // inside r too. dir need not exist yet (a link to a file to be uploaded).
+//
+// dir must also resolve to itself below its base, the deepest of the root directory, the home
+// directory and "/" that holds it as written: no component of dir below the base (dir itself
+// included) may be a symlink, else the error wraps ErrLinkedRoot. A path inside the returned
+// Root is judged against it, symlinks followed; dir itself is the one path that is followed
+// without a bound other than r, so what it resolves to must not be up to anyone but the owner.
+// It would be: a share's path usually lies inside another share (a read grant or a link on
+// share/pub, a write grant on share/), and whoever acts through the outer one may rename or
+// copy entries at share/pub or above it (an owner's symlink leading out of both included:
+// moves and copies relocate links as they are), between two requests, with no guard held and
+// no check of its own to fail. Refusing a symlink there makes it a matter of the tree as
+// written: an entry renamed into place at share/pub is then a real directory or file, and
+// what lies below it is judged against share/pub as anything is. The base cannot be
+// restructured through a share: the root directory holds every share's path and a share's
+// own root is never removed or renamed (nor is the home directory), so symlinks at the base or
+// above it are the system's or the owner's, and are followed. An owner who means to share
+// what a link points to shares the path it resolves to, which the error names.
 func (r *Root) Narrow(ctx context.Context, c Client, dir string) (*Root, error) {
 	abs, err := r.Abs(dir)
 	if err != nil {
@@ -309,6 +338,19 @@ func (r *Root) Narrow(ctx context.Context, c Client, dir string) (*Root, error) 
 	}
 	if r.lex != "" && !Within(r.canon, canon) {
 		return nil, fmt.Errorf("%s resolves to %s: %w", abs, canon, ErrOutside)
+	}
+	base, baseCanon := "/", "/"
+	if Within(r.home, abs) {
+		if baseCanon, err = r.canonDir(ctx, c, r.home, &hops); err != nil {
+			return nil, err
+		}
+		base = r.home
+	}
+	if r.lex != "" && len(r.lex) > len(base) && Within(r.lex, abs) {
+		base, baseCanon = r.lex, r.canon
+	}
+	if want := path.Join(baseCanon, strings.TrimPrefix(abs, base)); canon != want {
+		return nil, fmt.Errorf("%s resolves to %s through a symbolic link below %s (share %s instead): %w", abs, canon, base, canon, ErrLinkedRoot)
 	}
 	return &Root{home: r.home, lex: abs, canon: canon, dirs: map[string]string{}}, nil
 }

@@ -157,6 +157,8 @@ func TestNarrow(t *testing.T) {
 	}
 	_ = os.Symlink(dir+"/outside", root+"/away")          // a link leaving the root
 	_ = os.Symlink(root+"/secret", root+"/shared/escape") // inside the root, outside the grant
+	_ = os.Symlink("shared", root+"/alias")               // inside the root, to a real share
+	_ = os.Symlink(root, dir+"/rootlink")                 // the root as configured through a link
 	if out, err := exec.Command("chown", "-R", srv.User+":", dir).CombinedOutput(); err != nil {
 		t.Fatalf("chown: %v %s", err, out)
 	}
@@ -173,12 +175,37 @@ func TestNarrow(t *testing.T) {
 		{root + "/shared/new-file", nil}, // a link to a file not uploaded yet
 		{root + "/away", ErrOutside},     // resolves outside the root
 		{dir + "/outside", ErrOutside},   // outside as written
+		// Through a link below the root, even one that stays inside: whoever restructures an
+		// enclosing share could have put it there (TestShareRootNotRedirected in package api).
+		{root + "/alias", ErrLinkedRoot},
+		{root + "/alias/sub", ErrLinkedRoot},
+		{root + "/shared/escape", ErrLinkedRoot},
 	}
 	for _, tt := range tests {
 		_, err := r.Narrow(ctx, c, tt.dir)
 		if !errors.Is(err, tt.want) {
 			t.Errorf("Narrow(%s) = %v, want %v", tt.dir, err, tt.want)
 		}
+	}
+	// Links at the base or above it are the owner's: a root configured through a link narrows.
+	rl, err := New(ctx, c, srv.Home, dir+"/rootlink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rl.Narrow(ctx, c, dir+"/rootlink/shared"); err != nil {
+		t.Errorf("a share below a root configured through a link: %v", err)
+	}
+	// Without a root directory the base is the home directory (the sshd's temporary
+	// directories are made in it).
+	un, err := New(ctx, c, srv.Home, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := un.Narrow(ctx, c, root+"/shared"); err != nil {
+		t.Errorf("a share below the home directory: %v", err)
+	}
+	if _, err := un.Narrow(ctx, c, dir+"/rootlink/shared"); !errors.Is(err, ErrLinkedRoot) {
+		t.Errorf("a share through a link below the home directory: %v, want ErrLinkedRoot", err)
 	}
 	g, err := r.Narrow(ctx, c, root+"/shared")
 	if err != nil {

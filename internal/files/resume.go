@@ -19,6 +19,13 @@ import (
 // part-way can leave the part file longer than what was committed) and gives the part file's
 // name back on every call; every call resolves the destination again, confined like every
 // other operation, so the part file is only ever looked for in the destination's directory.
+//
+// Between two calls nothing is held: a principal with write access to the directory (a write
+// grantee) may rename anything onto the part file's name, an owner's link leading out of the
+// grant included. So no call acts on the part file by name before it has found a regular file
+// there: OpenResumable and FinishResumable lstat it beside their open and refuse anything else,
+// and the by-name requests that follow (cut, mode, rename) run under the same guard hold as
+// that check, during which no grantee can restructure the directory (package guard).
 
 // CreateResumable checks that an upload to p may start (a directory at p is ErrIsDir; without
 // overwrite an existing file is fs.ErrExist), makes missing parents with parents, creates an
@@ -252,31 +259,24 @@ func (r *ResumableFile) Finish(ctx context.Context, size int64, overwrite bool) 
 // FinishResumable cuts the part file of an upload to p at size (the committed length: a failed
 // write may have left more), gives it its mode (an overwritten file's, else DefaultFileMode) and
 // renames it into place, atomically replacing an existing file with overwrite (without it an
-// existing file is fs.ErrExist). On failure the part file is removed, unless the connection
-// failed (ErrConnection): then it stays for the caller to try again.
+// existing file is fs.ErrExist). It is the finish of an upload whose last byte went in an
+// earlier request (an empty upload whose first finish lost its connection), so the part file is
+// opened as OpenResumable opens it first: whatever was put at its name meanwhile (a link to a
+// file outside the grant, renamed there by a write grantee) is refused with fs.ErrNotExist
+// before anything is cut or changed by name, and the cut, the mode and the rename that follow go
+// out under the caller's guard like every finish's (ResumableFile.Finish). On failure the part
+// file is removed, unless the connection failed (ErrConnection): then it stays for the caller to
+// try again.
 func (f *FS) FinishResumable(ctx context.Context, p, part string, size int64, overwrite bool) (*Entry, error) {
 	const op = "upload"
-	abs, tmp, err := f.partPath(ctx, op, p, part)
+	rf, err := f.openResumable(ctx, p, part, true)
 	if err != nil {
 		return nil, err
 	}
-	mode := f.destMode(abs)
-	err = f.c.Truncate(tmp, size)
-	if err == nil {
-		err = f.c.Chmod(tmp, mode)
-	}
-	if err != nil {
-		err = f.writeErr(op, abs, err)
-	} else if err = checkCtx(ctx, op, abs); err == nil {
-		err = f.rename(op, tmp, abs, overwrite)
-	}
-	if err != nil {
-		if !errors.Is(err, ErrConnection) {
-			_ = f.c.Remove(tmp)
-		}
+	if err := rf.Finish(ctx, size, overwrite); err != nil {
 		return nil, err
 	}
-	return f.stat(ctx, op, abs, false)
+	return f.stat(ctx, op, rf.abs, false)
 }
 
 // RemoveResumable removes the part file of an upload to p; one already gone is no error.

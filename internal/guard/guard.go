@@ -32,6 +32,15 @@
 // systems may reach the same account, and a grant on a parent directory covers the root of a
 // grant on a child.
 //
+// The guard orders what runs at the same time; what one principal leaves behind for a later
+// request is another matter. A write grantee may rename or copy entries (an owner's symlink
+// leading out included) onto the path of a share nested in theirs (a read grant or a link on
+// share/pub under a write grant on share/), with no walk in flight and so nothing to wait for:
+// the nested share's next request would follow it. Package confine closes that by construction,
+// not by ordering: a share's path is never followed through a symlink below the home or root
+// directory (confine.Root.Narrow), so what is renamed into place there is a real directory or
+// file, and everything below it is judged against the share's path as usual.
+//
 // # What it does not cover
 //
 // The owner is not ordered: an owner acting on their own system (through the API or a shell)

@@ -41,14 +41,16 @@ func (r *run) setupRoots(ctx context.Context, sc, dc *sftp.Client) error {
 	if r.dstRoot, err = confine.New(ctx, dc, dstHome, r.dst.RootDir); err != nil {
 		return fmt.Errorf("destination: %w", err)
 	}
+	// A share's path that resolves outside the root, or through a symlink (confine.Narrow), is
+	// refused for good: retrying would only meet it again.
 	if r.src.Within != "" {
 		if r.srcRoot, err = r.srcRoot.Narrow(ctx, sc, r.src.Within); err != nil {
-			return fmt.Errorf("source: %w", err)
+			return confined(fmt.Errorf("source: %w", err))
 		}
 	}
 	if r.dst.Within != "" {
 		if r.dstRoot, err = r.dstRoot.Narrow(ctx, dc, r.dst.Within); err != nil {
-			return fmt.Errorf("destination: %w", err)
+			return confined(fmt.Errorf("destination: %w", err))
 		}
 	}
 	return nil
