@@ -264,7 +264,7 @@ func parseMode(field, v string) (os.FileMode, error) {
 	if err != nil || m > 0o7777 {
 		return 0, badField(field, "must be an octal mode such as 0644 or 755")
 	}
-	return os.FileMode(m), nil
+	return files.UnixMode(uint32(m)), nil
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
@@ -856,7 +856,7 @@ func (s *Server) fileOp(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		run = func(ctx context.Context, fsys *files.FS) (map[string]any, error) {
-			return map[string]any{"path": b.Path, "mode": fmt.Sprintf("%04o", mode)}, fsys.Chmod(ctx, p, mode, b.Recursive)
+			return map[string]any{"path": b.Path, "mode": files.ModeString(mode)}, fsys.Chmod(ctx, p, mode, b.Recursive)
 		}
 		paths = []string{p}
 		args = opArgs{unsupported: storage.Modes, unsupportedOperation: "chmod"}

@@ -25,7 +25,10 @@ const (
 // with `tar` on the server. Nothing is written until the archive's member list (`tar -tv`) has
 // been checked: a member with an absolute name or a ".." component, a member written through a
 // symlink member, a symlink whose target is absolute or climbs out of the extraction directory,
-// a hard link to a symlink, and device nodes are refused with ErrInvalid. tar then extracts into
+// a hard link to a symlink, device nodes and named pipes (FIFOs) are refused with ErrInvalid (an
+// open of a FIFO blocks until someone opens its other end, and sftp-server serves a channel's
+// requests one at a time: one read or upload reaching a FIFO would stall every request on that
+// channel, which the owner's grantees and links share). tar then extracts into
 // a fresh owner-only directory inside destination, where no existing symlink can lead it
 // elsewhere, and the result is merged into destination by renames that never follow a symlink:
 // new names are moved in, existing directories (real ones, not links) are merged, existing
@@ -213,7 +216,7 @@ func (m *memberCheck) line(line string) {
 		target, rest, err = unquoteC(rest[len(" -> "):])
 	case kind == 'h' && strings.HasPrefix(rest, " link to "):
 		target, rest, err = unquoteC(rest[len(" link to "):])
-	case strings.IndexByte("-dpC", kind) < 0:
+	case strings.IndexByte("-dC", kind) < 0:
 		m.fail(fmt.Errorf("member %q: %s members are not extracted", name, memberKind(kind)))
 		return
 	}
@@ -314,6 +317,8 @@ func memberKind(k byte) string {
 		return "character device"
 	case 'b':
 		return "block device"
+	case 'p':
+		return "named pipe (FIFO)"
 	}
 	return fmt.Sprintf("type %q", k)
 }

@@ -74,6 +74,8 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 		{"absolute hard link", []member{hard("h", out+"/victim")}},
 		{"hard link out", []member{hard("h", "../../outside/victim")}},
 		{"hard link to a symlink", []member{{name: "d/", kind: tar.TypeDir}, sym("d/l", "../x"), hard("h", "d/l")}},
+		{"named pipe", []member{reg("ok"), {name: "fifo", kind: tar.TypeFifo}}},
+		{"character device", []member{reg("ok"), {name: "null", kind: tar.TypeChar}}},
 	}
 	for i, tc := range hostile {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,12 @@
 // that system has completed since (Snapshots.Invalidate) and its TTL has not passed: entries
 // created, removed or renamed show at the next page; an entry's own attributes changed outside
 // the API show within the TTL. listsnap.go gives the reasoning.
+//
+// Through a share (Options.Within: a grant or a link) two things stay the owner's whatever the
+// grantee does: setuid and setgid bits (Chmod, an upload's mode: a program the owner's account
+// owns with one runs as the owner for whoever on the system executes it, including the
+// grantee's own account there), and named pipes, which Extract never creates for anyone (an open
+// of one blocks the channel's sftp-server, which serves the owner's other requests too).
 package files
 
 import (

@@ -744,6 +744,10 @@ func typeOf(m os.FileMode) string {
 	return TypeOther
 }
 
+// ModeString renders permission and setuid/setgid/sticky bits as four octal digits, as
+// listings show them ("0644", "2775").
+func ModeString(m os.FileMode) string { return modeString(m) }
+
 // modeString renders permission and setuid/setgid/sticky bits as four octal digits.
 func modeString(m os.FileMode) string {
 	b := unixPerm(m)

@@ -159,13 +159,17 @@ func (f *FS) Move(ctx context.Context, src, dst string, overwrite bool) error {
 	return f.rename(op, from, to, overwrite)
 }
 
-// Chmod sets the permission bits (and setuid/setgid/sticky) of p, following a symlink. With
-// recursive, every file and directory below a directory p gets mode too; symlinks below p are
-// skipped, as chmod -R does.
+// Chmod sets the permission bits (and setuid/setgid/sticky, see UnixMode) of p, following a
+// symlink. With recursive, every file and directory below a directory p gets mode too; symlinks
+// below p are skipped, as chmod -R does. Through a share only the owner's bits of
+// ownerOnlyModeBits stay refused (see ownerOnlyMode).
 func (f *FS) Chmod(ctx context.Context, p string, mode os.FileMode, recursive bool) error {
 	const op = "chmod"
 	if mode&^(os.ModePerm|os.ModeSetuid|os.ModeSetgid|os.ModeSticky) != 0 {
 		return newErr(op, p, ErrInvalid, fmt.Errorf("mode %v has bits other than permissions", mode))
+	}
+	if err := f.ownerOnlyMode(op, p, mode); err != nil {
+		return err
 	}
 	abs, err := f.resolve(ctx, op, p, true)
 	if err != nil {
@@ -184,6 +188,38 @@ func (f *FS) Chmod(ctx context.Context, p string, mode os.FileMode, recursive bo
 		}
 	}
 	return f.chmod(op, abs, mode)
+}
+
+// ownerOnlyModeBits are the mode bits only the owner may set: a file the owner's account owns
+// with setuid (or setgid, its group) runs as the owner for whoever on the system executes it,
+// so a grantee who could set them on a program it uploaded into the share could run anything
+// as the owner from an account of its own on that system. The sticky bit gives no one more.
+const ownerOnlyModeBits = os.ModeSetuid | os.ModeSetgid
+
+// ownerOnlyMode refuses ownerOnlyModeBits in mode when this FS acts through a share (a grant or
+// a link) with fs.ErrPermission.
+func (f *FS) ownerOnlyMode(op, p string, mode os.FileMode) error {
+	if f.opts.Within != "" && mode&ownerOnlyModeBits != 0 {
+		return newErr(op, p, fs.ErrPermission, fmt.Errorf("mode %04o: setuid and setgid are set by the system's owner only", unixPerm(mode)))
+	}
+	return nil
+}
+
+// UnixMode is the os.FileMode of the POSIX mode bits m (as chmod(1) takes them in octal):
+// permissions, and 04000, 02000 and 01000 as os.ModeSetuid, os.ModeSetgid and os.ModeSticky.
+// Bits above 07777 are kept as they are, for the callers' own check to refuse.
+func UnixMode(m uint32) os.FileMode {
+	mode := os.FileMode(m &^ 0o7000)
+	if m&0o4000 != 0 {
+		mode |= os.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		mode |= os.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		mode |= os.ModeSticky
+	}
+	return mode
 }
 
 // chmod sets mode on one path.

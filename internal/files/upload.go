@@ -100,6 +100,9 @@ func (f *FS) Upload(ctx context.Context, p string, r io.Reader, opts UploadOptio
 	if err != nil {
 		return nil, err
 	}
+	if err := f.ownerOnlyMode(op, p, mode); err != nil {
+		return nil, err
+	}
 	want := strings.ToLower(opts.SHA256)
 	if want != "" {
 		if b, err := hex.DecodeString(want); err != nil || len(b) != sha256.Size {
