@@ -22,6 +22,10 @@ type OwnerLimits struct {
 	MaxEventStreamsPerOwner int `yaml:"max_event_streams_per_owner" env:"MAX_EVENT_STREAMS_PER_OWNER"`
 	// MaxLoadsPerOwner caps one user's POST /sshapi/v2/load runs in progress (1).
 	MaxLoadsPerOwner int `yaml:"max_loads_per_owner" env:"MAX_LOADS_PER_OWNER"`
+	// MaxSystemsPerOwner caps the systems one user may have registered (1000): more are
+	// refused with 409 (POST /v1/systems, POST /sshapi/v2). Every system is a row the user's
+	// listings read whole and a parsed credential the resolver may keep.
+	MaxSystemsPerOwner int `yaml:"max_systems_per_owner" env:"MAX_SYSTEMS_PER_OWNER"`
 	// CredentialChecksPerMinute is how many POST …/credential/check one user may make per
 	// minute, in bursts of up to half of that (60); CredentialChecksPerMinutePerCredential the
 	// same for one stored credential (12).
@@ -38,6 +42,7 @@ func (l *OwnerLimits) setDefaults() {
 	def(&l.MaxCommandsPerOwner, 512)
 	def(&l.MaxEventStreamsPerOwner, 16)
 	def(&l.MaxLoadsPerOwner, 1)
+	def(&l.MaxSystemsPerOwner, 1000)
 	if l.CredentialChecksPerMinute <= 0 {
 		l.CredentialChecksPerMinute = 60
 	}
@@ -52,6 +57,7 @@ type limits struct {
 	jobStreams         *ownerSlots // job event streams and followed outputs
 	checks, credChecks *keyedRate
 	maxLoadsPerOwner   int // the load runs' share of the server's (Server.loads)
+	maxSystemsPerOwner int // systems one user may have (store.SystemCreateParams.Max)
 }
 
 func newLimits(cfg OwnerLimits) *limits {
@@ -63,7 +69,8 @@ func newLimits(cfg OwnerLimits) *limits {
 		checks:     newKeyedRate("credential checks", cfg.CredentialChecksPerMinute),
 		credChecks: newKeyedRate("checks of this credential", cfg.CredentialChecksPerMinutePerCredential),
 
-		maxLoadsPerOwner: cfg.MaxLoadsPerOwner,
+		maxLoadsPerOwner:   cfg.MaxLoadsPerOwner,
+		maxSystemsPerOwner: cfg.MaxSystemsPerOwner,
 	}
 }
 

@@ -78,7 +78,7 @@ func (s *Server) paperCreate(w http.ResponseWriter, r *http.Request) error {
 	if _, _, err := s.checkedCredential(r.Context(), owner, cr); err != nil { // validate before creating anything
 		return err
 	}
-	if err := s.deps.Store.CreateSystem(r.Context(), sys); err != nil {
+	if err := s.deps.Store.CreateSystemAtMost(r.Context(), &store.SystemCreateParams{System: sys, Max: s.limits.maxSystemsPerOwner}); err != nil {
 		return err
 	}
 	cred, err := s.storeCredential(r, owner, sys.ID, cr)

@@ -188,7 +188,7 @@ func (s *Server) createSystem(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkSystem(r.Context(), sys); err != nil {
 		return err
 	}
-	if err := s.deps.Store.CreateSystem(r.Context(), sys); err != nil {
+	if err := s.deps.Store.CreateSystemAtMost(r.Context(), &store.SystemCreateParams{System: sys, Max: s.limits.maxSystemsPerOwner}); err != nil {
 		return err
 	}
 	if err := s.audit(r, "system.create", sys.ID, systemAddress(sys)); err != nil {

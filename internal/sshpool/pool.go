@@ -270,6 +270,14 @@ type hostState struct {
 	conns   int
 	dialing int
 	owners  map[string]*ownerShare // each owner's part of conns and dialing, and its dial slots
+	checks  int                    // Checks holding this state outside the pool's lock
+}
+
+// unusedLocked says nothing refers to h: no connection, dial, Check or owner's share (which
+// outlives its last dial while a failed-login backoff lasts). Such a state is dropped from
+// p.hosts by evictIdle, so the addresses users once named do not pile up.
+func (h *hostState) unusedLocked() bool {
+	return h.conns == 0 && h.dialing == 0 && h.checks == 0 && len(h.owners) == 0 && len(h.dialSem) == 0
 }
 
 // ownerShare is one owner's use of a host.
@@ -1091,6 +1099,14 @@ func (p *Pool) evictIdle(now time.Time) {
 		}
 		if len(kp.conns) == 0 && len(kp.waiters) == 0 && kp.dialing == 0 && kp.authErr == nil {
 			delete(p.keys, k)
+		}
+	}
+	for addr, h := range p.hosts {
+		for owner := range h.owners { // a share kept for a backoff that has run out
+			h.tidyShareLocked(owner)
+		}
+		if h.unusedLocked() {
+			delete(p.hosts, addr)
 		}
 	}
 }

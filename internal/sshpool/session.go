@@ -546,7 +546,13 @@ func (p *Pool) Check(ctx context.Context, t Target) error {
 		return ErrClosed
 	}
 	h := p.hostLocked(t.hostID())
+	h.checks++ // keeps h in p.hosts (evictIdle) until this check is over
 	p.mu.Unlock()
+	defer func() { // runs after the Unlock deferred below
+		p.mu.Lock()
+		h.checks--
+		p.mu.Unlock()
+	}()
 	timeout := p.cfg.DialTimeout
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))

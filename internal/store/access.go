@@ -8,19 +8,25 @@ import (
 )
 
 // ErrLimit is wrapped by the error of a create refused because the system already has the
-// most grants or links the caller allows (GrantCreateParams.Max, LinkCreateParams.Max).
+// most grants or links the caller allows (GrantCreateParams.Max, LinkCreateParams.Max), or the
+// owner the most systems (SystemCreateParams.Max).
 var ErrLimit = errors.New("store: limit reached")
 
 // LimitError is the error of a create refused by its Max; it wraps ErrLimit and reads
 // `system "hpc" already has 1000 grants (the limit)`.
 type LimitError struct {
-	// SystemID is the system that is full; What is "grants" or "links".
+	// SystemID is the system that is full; What is "grants" or "links". For an owner's
+	// systems SystemID is empty, Owner names the owner and What is "systems".
 	SystemID, What string
+	Owner          string
 	// Max is the limit the create was given.
 	Max int
 }
 
 func (e *LimitError) Error() string {
+	if e.SystemID == "" {
+		return fmt.Sprintf("user %q already has %d %s (the limit)", e.Owner, e.Max, e.What)
+	}
 	return fmt.Sprintf("system %q already has %d %s (the limit)", e.SystemID, e.Max, e.What)
 }
 

@@ -146,6 +146,13 @@ type AuditEntry struct {
 	ID string
 }
 
+// SystemCreateParams is a system to create and the most systems its owner may have.
+type SystemCreateParams struct {
+	System *System
+	// Max, when > 0, refuses the system if its owner already has Max systems.
+	Max int
+}
+
 // Store persists systems, credentials and the audit log. Implementations are
 // safe for concurrent use. Times are returned in UTC, truncated to the
 // microsecond. Errors for missing or duplicate rows wrap ErrNotFound or
@@ -154,6 +161,11 @@ type Store interface {
 	// CreateSystem inserts s and sets its CreatedAt and UpdatedAt. It fails
 	// with ErrConflict if (s.Owner, s.ID) exists.
 	CreateSystem(ctx context.Context, s *System) error
+	// CreateSystemAtMost is CreateSystem refusing the system (a *LimitError) when p.Max > 0
+	// and p.System.Owner already has p.Max systems. The count and the insert are atomic:
+	// concurrent creates, on any number of instances sharing the database, never leave more
+	// than Max.
+	CreateSystemAtMost(ctx context.Context, p *SystemCreateParams) error
 	// GetSystem returns the owner's system id, or ErrNotFound.
 	GetSystem(ctx context.Context, owner, id string) (*System, error)
 	// ListSystems returns the owner's systems sorted by ID (never nil).

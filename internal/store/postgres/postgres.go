@@ -136,15 +136,42 @@ func normalizeSystem(s *store.System) {
 
 // CreateSystem implements store.Store.
 func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
+	return d.CreateSystemAtMost(ctx, &store.SystemCreateParams{System: s})
+}
+
+// CreateSystemAtMost implements store.Store. With a Max, the count and the insert run in one
+// transaction holding a transaction-level advisory lock on the owner, so concurrent creates
+// for the same owner (on any instance) count one after another.
+func (d *DB) CreateSystemAtMost(ctx context.Context, p *store.SystemCreateParams) error {
+	s := p.System
 	if err := store.ValidateKey(s.Owner, s.ID); err != nil {
 		return err
 	}
 	t := now()
-	_, err := d.pool.Exec(ctx, `INSERT INTO systems (`+systemColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
-		s.Owner, s.ID, s.Host, s.Port, nonNilStrings(s.HostKeys), nonNilStrings(s.HostKeyFingerprints),
-		s.TrustOnFirstUse, s.MaxSessions, s.RootDir, s.Description, t, s.Jump, nonNilStrings(s.Ciphers),
-		nonNilStrings(s.KeyExchanges), s.KindOf(), s.Endpoint, s.Region, s.Bucket, s.Prefix, s.PathStyle)
+	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if p.Max > 0 {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('sshapi.systems:' || $1, 0))`, s.Owner); err != nil {
+				return fmt.Errorf("postgres: lock owner's systems: %w", err)
+			}
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM systems WHERE owner = $1`, s.Owner).Scan(&n); err != nil {
+				return fmt.Errorf("postgres: count systems: %w", err)
+			}
+			if n >= p.Max {
+				return &store.LimitError{Owner: s.Owner, What: "systems", Max: p.Max}
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO systems (`+systemColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`,
+			s.Owner, s.ID, s.Host, s.Port, nonNilStrings(s.HostKeys), nonNilStrings(s.HostKeyFingerprints),
+			s.TrustOnFirstUse, s.MaxSessions, s.RootDir, s.Description, t, s.Jump, nonNilStrings(s.Ciphers),
+			nonNilStrings(s.KeyExchanges), s.KindOf(), s.Endpoint, s.Region, s.Bucket, s.Prefix, s.PathStyle)
+		return err
+	})
+	var le *store.LimitError
+	if errors.As(err, &le) {
+		return le
+	}
 	if isCode(err, uniqueViolation) {
 		return fmt.Errorf("system %q: %w", s.ID, store.ErrConflict)
 	}

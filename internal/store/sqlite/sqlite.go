@@ -218,6 +218,13 @@ const systemColumns = `owner, id, host, port, host_keys, host_key_fingerprints,
 
 // CreateSystem implements store.Store.
 func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
+	return d.CreateSystemAtMost(ctx, &store.SystemCreateParams{System: s})
+}
+
+// CreateSystemAtMost implements store.Store. Its transaction begins IMMEDIATE (see inTx), so
+// the owner's count stays true until the insert commits.
+func (d *DB) CreateSystemAtMost(ctx context.Context, p *store.SystemCreateParams) error {
+	s := p.System
 	if err := store.ValidateKey(s.Owner, s.ID); err != nil {
 		return err
 	}
@@ -230,16 +237,31 @@ func (d *DB) CreateSystem(ctx context.Context, s *store.System) error {
 		return err
 	}
 	t := now()
-	_, err = d.db.ExecContext(ctx, `INSERT INTO systems (`+systemColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.Owner, s.ID, s.Host, s.Port, keys, fps, s.TrustOnFirstUse, s.MaxSessions,
-		s.RootDir, s.Description, t.UnixMicro(), t.UnixMicro(), s.Jump, ciphers, kex,
-		s.KindOf(), s.Endpoint, s.Region, s.Bucket, s.Prefix, s.PathStyle)
-	if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
-		return fmt.Errorf("system %q: %w", s.ID, store.ErrConflict)
-	}
+	err = d.inTx(ctx, func(tx *sql.Tx) error {
+		if p.Max > 0 {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM systems WHERE owner = ?`, s.Owner).Scan(&n); err != nil {
+				return fmt.Errorf("sqlite: count systems: %w", err)
+			}
+			if n >= p.Max {
+				return &store.LimitError{Owner: s.Owner, What: "systems", Max: p.Max}
+			}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO systems (`+systemColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.Owner, s.ID, s.Host, s.Port, keys, fps, s.TrustOnFirstUse, s.MaxSessions,
+			s.RootDir, s.Description, t.UnixMicro(), t.UnixMicro(), s.Jump, ciphers, kex,
+			s.KindOf(), s.Endpoint, s.Region, s.Bucket, s.Prefix, s.PathStyle)
+		if isConstraint(err, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY) {
+			return fmt.Errorf("system %q: %w", s.ID, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite: create system: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("sqlite: create system: %w", err)
+		return err
 	}
 	s.CreatedAt, s.UpdatedAt = t, t
 	return nil

@@ -445,3 +445,64 @@ func testCreateLimit(t *testing.T, s store.Store) {
 		})
 	}
 }
+
+// testSystemLimit: racing CreateSystemAtMost calls for two owners leave exactly Max systems for
+// each and refuse the rest with a *store.LimitError naming the owner; one owner's full share
+// does not refuse another's; a deleted system makes room; a duplicate ID below the limit is
+// still ErrConflict.
+func testSystemLimit(t *testing.T, s store.Store) {
+	const limit, racers = 5, 20
+	ctx := t.Context()
+	owners := []string{"alice", "bob"}
+	start := make(chan struct{})
+	errs := make([][racers]error, len(owners))
+	var wg sync.WaitGroup
+	for o, owner := range owners {
+		for i := range racers {
+			wg.Go(func() {
+				<-start
+				errs[o][i] = s.CreateSystemAtMost(ctx, &store.SystemCreateParams{System: sampleSystem(owner, fmt.Sprint("s", i)), Max: limit})
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	for o, owner := range owners {
+		ok := 0
+		for _, err := range errs[o] {
+			var le *store.LimitError
+			switch {
+			case err == nil:
+				ok++
+			case !errors.As(err, &le) || !errors.Is(err, store.ErrLimit) || le.Max != limit || le.Owner != owner || le.What != "systems":
+				t.Errorf("racing create for %s: %v, want nil or a *store.LimitError for %s's systems with Max %d", owner, err, owner, limit)
+			}
+		}
+		got, err := s.ListSystems(ctx, owner)
+		if err != nil || ok != limit || len(got) != limit {
+			t.Errorf("%s: %d of %d racing creates succeeded, %d stored (%v); want %d", owner, ok, racers, len(got), err, limit)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	if err := s.CreateSystemAtMost(ctx, &store.SystemCreateParams{System: sampleSystem("carol", "s0"), Max: limit}); err != nil {
+		t.Fatalf("carol's first system while alice and bob are full: %v", err)
+	}
+	got, _ := s.ListSystems(ctx, "alice")
+	if err := s.DeleteSystem(ctx, "alice", got[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSystemAtMost(ctx, &store.SystemCreateParams{System: sampleSystem("alice", got[1].ID), Max: limit}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate id below the limit: %v, want ErrConflict", err)
+	}
+	if err := s.CreateSystemAtMost(ctx, &store.SystemCreateParams{System: sampleSystem("alice", "new"), Max: limit}); err != nil {
+		t.Fatalf("create after a delete made room: %v", err)
+	}
+	if err := s.CreateSystemAtMost(ctx, &store.SystemCreateParams{System: sampleSystem("alice", "more"), Max: limit}); !errors.Is(err, store.ErrLimit) {
+		t.Fatalf("create for a full owner: %v, want ErrLimit", err)
+	}
+	if err := s.CreateSystem(ctx, sampleSystem("alice", "unlimited")); err != nil {
+		t.Fatalf("CreateSystem (no Max) for a full owner: %v", err)
+	}
+}

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Grants", testGrants},
 		{"Links", testLinks},
 		{"CreateLimit", testCreateLimit},
+		{"SystemLimit", testSystemLimit},
 		{"AuditQuery", testAuditQuery},
 		{"Disabled", testDisabled},
 		{"AccessStamp", testAccessStamp},
