@@ -16,18 +16,19 @@ import (
 // succeeded and matched the source, that sshapi's peak RSS was read and that the section is
 // written.
 func TestRunFiles(t *testing.T) {
-	rep, err := RunFiles(t.Context(), FilesOptions{Files: 300, FileSize: 4 << 10, PerDir: 128, Compare: true})
+	rep, err := RunFiles(t.Context(), FilesOptions{Files: 300, FileSize: 4 << 10, PerDir: 128, Compare: true, Rounds: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for _, r := range rep.Runs {
-		got = append(got, r.Target)
+		got = append(got, fmt.Sprintf("%s %d", r.Target, r.Round))
 		if r.Error != "" || r.FilesPerSecond <= 0 || r.Seconds <= 0 || r.Files != 300 || r.FileSize != 4096 {
 			t.Errorf("run %+v", r)
 		}
 	}
-	if want := strings.Join([]string{bench.BaselineTarget, bench.PeerTarPipe, bench.PeerSCP3R}, ","); strings.Join(got, ",") != want {
+	if want := strings.Join([]string{bench.BaselineTarget + " 1", bench.PeerTarPipe + " 1", bench.PeerTarPipe + " 2", bench.BaselineTarget + " 2",
+		bench.PeerSCP3R + " 1"}, ","); strings.Join(got, ",") != want {
 		t.Fatalf("targets %v, want %s", got, want)
 	}
 	if s := rep.Runs[0]; s.FilesDone != 300 || s.SameSystem || s.PeakRSSMiB <= 0 || s.PeakRSSMiB < s.RSSBeforeMiB {
@@ -37,8 +38,9 @@ func TestRunFiles(t *testing.T) {
 	if err := FilesSection(&doc, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Many small files", "#### 300 files of 4096 bytes, system to system", "| sshapi | `POST /v1/transfers` recursive, verify sha256 | sha256 on both systems |",
-		"| openssh tar pipe | `ssh src 'tar -cf - DIR' \\| ssh dst 'tar -xf -'` | none |", "| openssh-scp-3 -r | `scp -3 -r` | none |", "×"} {
+	for _, want := range []string{"## Many small files", "#### 300 files of 4096 bytes, system to system", "| sshapi | 1 | `POST /v1/transfers` recursive, verify sha256 | sha256 on both systems |",
+		"| openssh tar pipe | 2 | `ssh src 'tar -cf - DIR' \\| ssh dst 'tar -xf -'` | none |", "| openssh-scp-3 -r | 1 | `scp -3 -r` | none |", "×",
+		"Over 2 rounds each: sshapi ", "in ABBA order"} {
 		if !strings.Contains(doc.String(), want) {
 			t.Errorf("section lacks %q:\n%s", want, doc.String())
 		}
