@@ -419,7 +419,9 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, e *files.Entr
 	return nil
 }
 
-// uploadOptions reads the PUT/POST query: overwrite, parents, mode, sha256 (or X-Checksum-Sha256).
+// uploadOptions reads the PUT/POST query: overwrite, parents, mode, sha256 (or X-Checksum-Sha256)
+// and digest ("sha256", the default, or "none": the body is not hashed and the answer has no
+// sha256).
 func uploadOptions(r *http.Request) (files.UploadOptions, error) {
 	var o files.UploadOptions
 	var err error
@@ -441,6 +443,16 @@ func uploadOptions(r *http.Request) (files.UploadOptions, error) {
 	}
 	if o.SHA256 != "" && (len(o.SHA256) != 64 || strings.Trim(strings.ToLower(o.SHA256), "0123456789abcdef") != "") {
 		return o, badField("sha256", "must be 64 hex digits")
+	}
+	switch r.URL.Query().Get("digest") {
+	case "", "sha256":
+	case "none":
+		if o.SHA256 != "" {
+			return o, badField("digest", "none cannot check the expected sha256 given with it")
+		}
+		o.NoDigest = true
+	default:
+		return o, badField("digest", "must be sha256 or none")
 	}
 	return o, nil
 }

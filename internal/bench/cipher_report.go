@@ -51,15 +51,21 @@ func (r *TransferReport) WriteCipherMarkdown(w io.Writer) error {
 		b.WriteString("| cipher | direction | sshapi MB/s | sftp MB/s | sshapi ÷ sftp (MB/s) | sshapi CPU s/GiB (bench process) | OpenSSH client CPU s/GiB (sftp + ssh) | sshapi ÷ OpenSSH client (CPU/GiB) | bench process CPU s/GiB during sftp | sshd CPU s/GiB under sshapi | sshd CPU s/GiB under sftp |\n")
 		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range ciphers {
-			// The upload from a warm pool (TransferBench.Warm), where measured, is a row of its
-			// own beside the same sftp put.
-			for _, dir := range []struct{ scenario, pool, what string }{{TransferUpload, "", "upload"}, {TransferUpload, PoolWarm, "upload" + poolLabel(PoolWarm)}, {TransferDownload, "", "download"}} {
+			// The upload from a warm pool (TransferBench.Warm) and the one with digest=none
+			// (TransferBench.NoDigest), where measured, are rows of their own beside the same
+			// sftp put.
+			for _, dir := range []struct{ scenario, pool, digest, what string }{
+				{TransferUpload, "", "", "upload"},
+				{TransferUpload, PoolWarm, "", "upload" + poolLabel(PoolWarm)},
+				{TransferUpload, PoolWarm, DigestNone, "upload" + digestLabel(DigestNone) + poolLabel(PoolWarm)},
+				{TransferDownload, "", "", "download"},
+			} {
 				var api, peer *TransferRun
 				for i, s := range r.Runs {
 					if s.Path != path || s.Cipher != c || s.Scenario != dir.scenario {
 						continue
 					}
-					if s.Target == BaselineTarget && (s.Pool == dir.pool || s.Pool == PoolCold && dir.pool == "") {
+					if s.Target == BaselineTarget && s.Digest == dir.digest && (s.Pool == dir.pool || s.Pool == PoolCold && dir.pool == "") {
 						api = &r.Runs[i]
 					} else if s.Target == PeerSFTP {
 						peer = &r.Runs[i]

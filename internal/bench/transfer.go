@@ -73,9 +73,16 @@ type TransferRun struct {
 	// connection yet: the upload waits for a dial) or "warm" (one connection, opened by a
 	// listing just before, as a web browser lists a directory before uploading into it).
 	Pool string `json:"pool,omitempty"`
+	// Digest is "none" for an sshapi upload asked not to hash its body (digest=none, see
+	// TransferBench.NoDigest); empty for the default, which hashes it with SHA-256 as it
+	// streams and answers with the digest.
+	Digest string `json:"digest,omitempty"`
 	// Error is why the run failed ("" if it did not).
 	Error string `json:"error,omitempty"`
 }
+
+// DigestNone is TransferRun.Digest of an upload asked for no digest.
+const DigestNone = "none"
 
 // Pool states of TransferRun.Pool.
 const (
@@ -128,6 +135,11 @@ type TransferBench struct {
 	// and not used yet: after the upload to Src (recorded as Pool "cold"), RunUpDown lists
 	// RemoteDir on it, unmeasured, and measures the same upload to it (Pool "warm").
 	Warm func(ctx context.Context) (TransferEndpoint, error)
+	// NoDigest, when set, has RunUpDown measure sshapi's upload once more, with digest=none
+	// (Digest "none"), right after the default one and to the same system (so from a warm
+	// pool): the same bytes without the SHA-256 that every upload computes by default and
+	// OpenSSH's sftp does not.
+	NoDigest bool
 	// Progress receives a line per run (nil = quiet).
 	Progress io.Writer
 	// Report receives the runs.
@@ -144,12 +156,13 @@ func (b *TransferBench) remote(name string) string {
 
 // measure times fn, with CPU of this process tree and of sshd, and records the run.
 func (b *TransferBench) measure(scenario, target string, streams int, bytes int64, fn func() (int, error)) TransferRun {
-	return b.measurePool(scenario, "", target, streams, bytes, fn)
+	return b.measurePool(scenario, "", "", target, streams, bytes, fn)
 }
 
-// measurePool is measure for a run whose pool state (TransferRun.Pool) is pool.
-func (b *TransferBench) measurePool(scenario, pool, target string, streams int, bytes int64, fn func() (int, error)) TransferRun {
-	stopProfile := b.startProfile(scenario, target, streams)
+// measurePool is measure for a run whose pool state (TransferRun.Pool) is pool and whose
+// digest (TransferRun.Digest) is digest.
+func (b *TransferBench) measurePool(scenario, pool, digest, target string, streams int, bytes int64, fn func() (int, error)) TransferRun {
+	stopProfile := b.startProfile(scenario+digestLabel(digest)+poolLabel(pool), target, streams)
 	defer stopProfile()
 	own0, child0 := splitCPU()
 	var meter *cpuMeter
@@ -165,22 +178,23 @@ func (b *TransferBench) measurePool(scenario, pool, target string, streams int, 
 	}
 	own1, child1 := splitCPU()
 	r := TransferRun{Path: b.Path, Scenario: scenario, Cipher: b.Cipher, Target: target, Streams: streams, StreamsUsed: used, Bytes: bytes,
-		Seconds: el, CPUSeconds: own1 + child1 - own0 - child0 - meter.Own(), ChildCPUSeconds: child1 - child0, SSHDCPUSeconds: sshd, LinkMBps: b.LinkMBps, Pool: pool}
+		Seconds: el, CPUSeconds: own1 + child1 - own0 - child0 - meter.Own(), ChildCPUSeconds: child1 - child0, SSHDCPUSeconds: sshd, LinkMBps: b.LinkMBps, Pool: pool, Digest: digest}
 	if err != nil {
 		r.Error = err.Error()
 	} else if el > 0 {
 		r.MBps = float64(bytes) / 1e6 / el
 	}
 	if b.Progress != nil {
-		fmt.Fprintf(b.Progress, "transfer %s %s%s%s %s streams=%d: %.1f MB/s in %.2fs, cpu %.2fs, sshd cpu %.2fs %s\n",
-			b.Path, scenario, poolLabel(pool), cipherLabel(b.Cipher), target, streams, r.MBps, el, r.CPUSeconds, r.SSHDCPUSeconds, r.Error)
+		fmt.Fprintf(b.Progress, "transfer %s %s%s%s%s %s streams=%d: %.1f MB/s in %.2fs, cpu %.2fs, sshd cpu %.2fs %s\n",
+			b.Path, scenario, digestLabel(digest), poolLabel(pool), cipherLabel(b.Cipher), target, streams, r.MBps, el, r.CPUSeconds, r.SSHDCPUSeconds, r.Error)
 	}
 	b.Report.Runs = append(b.Report.Runs, r)
 	return r
 }
 
-// startProfile starts the CPU profile of an sshapi run into Profiles and returns what stops it
-// (a no-op without Profiles, for a peer's run, or when the profile cannot start).
+// startProfile starts the CPU profile of an sshapi run of scenario (with its digest and pool
+// labels, so that each run has a file of its own) into Profiles and returns what stops it (a
+// no-op without Profiles, for a peer's run, or when the profile cannot start).
 func (b *TransferBench) startProfile(scenario, target string, streams int) func() {
 	if b.Profiles == "" || target != BaselineTarget {
 		return func() {}
@@ -293,9 +307,15 @@ func (b *TransferBench) upDown(ctx context.Context, up, down string, streams int
 		if warm {
 			pool = PoolCold
 		}
-		b.measurePool(up, pool, BaselineTarget, streams, b.Size, func() (int, error) { err := b.upload(ctx, b.Src.System, src); return used(), err })
+		b.measurePool(up, pool, "", BaselineTarget, streams, b.Size, func() (int, error) { err := b.upload(ctx, b.Src.System, src, ""); return used(), err })
 		if warm {
 			b.measureWarm(ctx, streams, used)
+		}
+		if b.NoDigest && up == TransferUpload {
+			b.measurePool(up, PoolWarm, DigestNone, BaselineTarget, streams, b.Size, func() (int, error) {
+				err := b.upload(ctx, b.Src.System, src, DigestNone)
+				return used(), err
+			})
 		}
 	}
 	if peers {
@@ -320,6 +340,14 @@ func poolLabel(pool string) string {
 		return ""
 	}
 	return " (" + pool + " pool)"
+}
+
+// digestLabel names an upload's digest in the progress lines and tables ("" for the default).
+func digestLabel(d string) string {
+	if d == "" {
+		return ""
+	}
+	return ", digest=" + d
 }
 
 func cipherLabel(c string) string {
@@ -359,11 +387,11 @@ func (b *TransferBench) measureWarm(ctx context.Context, streams int, used func(
 	}
 	used() // the listing is not the upload
 	remote := b.remote("bench-warm.bin")
-	b.measurePool(TransferUpload, PoolWarm, BaselineTarget, streams, b.Size, func() (int, error) {
+	b.measurePool(TransferUpload, PoolWarm, "", BaselineTarget, streams, b.Size, func() (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("warm the pool: %w", err)
 		}
-		err := b.upload(ctx, ep.System, remote)
+		err := b.upload(ctx, ep.System, remote, "")
 		return used(), err
 	})
 	if b.Remove != nil {
@@ -371,13 +399,19 @@ func (b *TransferBench) measureWarm(ctx context.Context, streams int, used func(
 	}
 }
 
-func (b *TransferBench) upload(ctx context.Context, system, remote string) error {
+// upload PUTs the local file to remote on system, with digest as its digest parameter unless
+// it is empty (the default: SHA-256).
+func (b *TransferBench) upload(ctx context.Context, system, remote, digest string) error {
 	f, err := os.Open(b.Local)
 	if err != nil {
 		return fmt.Errorf("upload: %w", err)
 	}
 	defer f.Close()
-	resp, err := b.do(ctx, "PUT", contentPath(system, remote)+"?overwrite=true", f, b.Size)
+	q := "?overwrite=true"
+	if digest != "" {
+		q += "&digest=" + url.QueryEscape(digest)
+	}
+	resp, err := b.do(ctx, "PUT", contentPath(system, remote)+q, f, b.Size)
 	if err != nil {
 		return err
 	}

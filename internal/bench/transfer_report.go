@@ -66,7 +66,7 @@ func (r *TransferReport) WriteMarkdown(w io.Writer) error {
 			if s.Path != path || s.Scenario == TransferConnections || isChannels(s.Scenario) {
 				continue
 			}
-			what := s.Scenario + poolLabel(s.Pool)
+			what := s.Scenario + digestLabel(s.Digest) + poolLabel(s.Pool)
 			if s.Cipher != "" {
 				what += " · `" + s.Cipher + "`"
 			}

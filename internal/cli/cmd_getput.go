@@ -29,7 +29,7 @@ type getPutOptions struct {
 func (o *getPutOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVarP(&o.progress.quiet, "quiet", "q", false, "no progress bar")
 	cmd.Flags().BoolVar(&o.progress.force, "progress", false, "draw the progress bar even when stderr is not a terminal")
-	cmd.Flags().BoolVar(&o.noVerify, "no-verify", false, "skip the SHA-256 comparison")
+	cmd.Flags().BoolVar(&o.noVerify, "no-verify", false, "skip the SHA-256 comparison (put: the server does not hash the upload either)")
 }
 
 func newGetCmd() *cobra.Command {

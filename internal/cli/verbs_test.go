@@ -121,7 +121,8 @@ func TestClientVerbs(t *testing.T) {
 	if !strings.Contains(errOut, "100%") {
 		t.Errorf("put --resumable drew no bar: %q", errOut)
 	}
-	for _, p := range []string{"a/big.bin", "a/b/big.bin", "a/c.bin", "a/b/tus.bin"} {
+	mustRun(t, "put", "-q", "--no-verify", src, r+"/a/b/nv.bin") // the server is asked for no digest
+	for _, p := range []string{"a/big.bin", "a/b/big.bin", "a/c.bin", "a/b/tus.bin", "a/b/nv.bin"} {
 		got, err := os.ReadFile(filepath.Join(e.remote, p))
 		if err != nil || !bytes.Equal(got, data) {
 			t.Errorf("remote %s: %v (%d bytes)", p, err, len(got))

@@ -288,15 +288,20 @@ func (c *Client) Open(ctx context.Context, system, p string) (body io.ReadCloser
 type UploadResult struct {
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
+	// SHA256 is the digest the server computed; empty when none was asked for.
 	SHA256 string `json:"sha256"`
 }
 
 // Upload streams r (size bytes) to the remote path; with sha256 set the server refuses a
-// mismatch (422) and writes nothing.
+// mismatch (422) and writes nothing. Without it the server is asked not to hash the body
+// (digest=none), and the result has no SHA256.
 func (c *Client) Upload(ctx context.Context, system, p string, r io.Reader, size int64, sha256 string, overwrite bool) (UploadResult, error) {
 	q := url.Values{}
 	if overwrite {
 		q.Set("overwrite", "true")
+	}
+	if sha256 == "" {
+		q.Set("digest", "none")
 	}
 	var res UploadResult
 	req, err := c.request(ctx, http.MethodPut, fileURL(system, "content", p), q, r)

@@ -528,9 +528,9 @@ func (w *stripeWriter) failed() error {
 	return w.err
 }
 
-// copy reads r to its end into the handles, hashing the bytes in order with h, and returns the
-// number of bytes read from r. On error, writes still in flight are waited for before it
-// returns. At least one handle must have been added.
+// copy reads r to its end into the handles, hashing the bytes in order with h (unless h is
+// nil), and returns the number of bytes read from r. On error, writes still in flight are
+// waited for before it returns. At least one handle must have been added.
 func (w *stripeWriter) copy(ctx context.Context, r io.Reader, h io.Writer) (int64, error) {
 	var off int64
 	var rerr error
@@ -545,7 +545,9 @@ func (w *stripeWriter) copy(ctx context.Context, r io.Reader, h io.Writer) (int6
 		}
 		n, err := fill(r, buf)
 		if n > 0 {
-			_, _ = h.Write(buf[:n]) // hashes never fail
+			if h != nil {
+				_, _ = h.Write(buf[:n]) // hashes never fail
+			}
 			w.work <- stripeJob{off: off, buf: buf[:n]}
 			off += int64(n)
 		} else {

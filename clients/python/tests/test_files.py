@@ -89,6 +89,10 @@ def test_upload_sources_and_checksum(client: sshapi.Client, demo: Demo, rdir: st
     f.seek(10)
     assert client.upload(demo.system, f, f"{rdir}/fileobj").size == 7
     assert client.read_bytes(demo.system, f"{rdir}/fileobj") == b"payload"
+    # verify=False asks the server not to hash the body (digest=none); the default answers with it.
+    assert client.upload(demo.system, b"payload", f"{rdir}/nodigest", verify=False).sha256 == ""
+    assert client.read_bytes(demo.system, f"{rdir}/nodigest") == b"payload"
+    assert client.upload(demo.system, b"payload", f"{rdir}/nodigest").sha256 == hashlib.sha256(b"payload").hexdigest()
     with pytest.raises(sshapi.ConflictError) as e:
         client.upload(demo.system, b"x", f"{rdir}/fileobj", overwrite=False)
     assert e.value.status == 409

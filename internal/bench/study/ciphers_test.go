@@ -49,7 +49,7 @@ func TestCellCiphers(t *testing.T) {
 	t.Log("\n" + doc.String())
 	if o.Profiles != "" {
 		profs, _ := filepath.Glob(filepath.Join(o.Profiles, "*.pprof"))
-		if want := 2 * len(ciphers); len(profs) < want {
+		if want := 3 * len(ciphers); len(profs) < want { // upload, upload with digest=none, download
 			t.Errorf("%d profiles in %s, want %d (one per sshapi run): %v", len(profs), o.Profiles, want, profs)
 		}
 	}

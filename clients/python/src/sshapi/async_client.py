@@ -308,7 +308,7 @@ class AsyncClient(Base):
             digest = await asyncio.to_thread(src.sha256) if verify else None
             return await self._upload_resumable(system, src, size, remote_path, progress, digest, overwrite, parents, upload_url, on_upload_url, chunk_size)
         digest = await asyncio.to_thread(src.sha256) if verify and src.rewindable else None
-        url, params, headers = upload_call(system, remote_path, overwrite, parents, mode, digest, size)
+        url, params, headers = upload_call(system, remote_path, overwrite, parents, mode, digest, size, server_digest=verify)
         counters: List[Counter] = []
 
         def body() -> AsyncIterator[bytes]:

@@ -307,7 +307,8 @@ class Client(Base):
         The server writes a temporary file and renames it into place only when complete, so a
         failed upload leaves nothing. With ``verify`` the SHA-256 is sent along (seekable
         sources) and the server refuses a mismatch with 422; for other sources the SDK compares
-        it with the server's after the upload. A retried upload reads the source from its start
+        it with the server's after the upload; without it the server does not hash the body
+        either, and the result's ``sha256`` is empty. A retried upload reads the source from its start
         again; ``progress(done, total)`` starts again from 0 then.
 
         With ``resumable`` the upload goes through the service's tus endpoint
@@ -334,7 +335,7 @@ class Client(Base):
             digest = src.sha256() if verify else None
             return self._upload_resumable(system, src, size, remote_path, progress, digest, overwrite, parents, upload_url, on_upload_url, chunk_size)
         digest = src.sha256() if verify and src.rewindable else None
-        url, params, headers = upload_call(system, remote_path, overwrite, parents, mode, digest, size)
+        url, params, headers = upload_call(system, remote_path, overwrite, parents, mode, digest, size, server_digest=verify)
         counters: List[Counter] = []
 
         def body() -> Iterator[bytes]:

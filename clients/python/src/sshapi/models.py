@@ -200,7 +200,8 @@ class FileEntry:
 
 @dataclass(frozen=True)
 class UploadResult:
-    """A file written by an upload: its final path, size and the SHA-256 the server computed."""
+    """A file written by an upload: its final path, size and the SHA-256 the server computed
+    (``""`` for an upload with ``verify=False``, which asks the server not to hash it)."""
 
     path: str
     size: int
