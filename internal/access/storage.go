@@ -95,20 +95,16 @@ func (r *Resolver) Storage(ctx context.Context, sys *store.System) (storage.Back
 		return nil, err
 	}
 	key := targetKey{owner: owner, system: id, generation: cred.Generation, updated: sys.UpdatedAt}
-	if b, ok := r.storages.Load(key); ok {
-		return b.(storage.Backend), nil
+	if v, ok := r.derived.get(key, time.Now()); ok {
+		if b, ok := v.(storage.Backend); ok {
+			return b, nil
+		}
 	}
 	b, err := r.buildStorage(sys, cred)
 	if err != nil {
 		return nil, err
 	}
-	r.storages.Range(func(k, _ any) bool { // drop stale versions of this system
-		if tk := k.(targetKey); tk.owner == owner && tk.system == id {
-			r.storages.Delete(k)
-		}
-		return true
-	})
-	r.storages.Store(key, b)
+	r.derived.put(key, b, time.Now()) // in place of any older version of this system
 	return b, nil
 }
 
