@@ -63,6 +63,7 @@ import (
 	"github.com/sshapi/sshapi/internal/guard"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
+	"github.com/sshapi/sshapi/internal/slot"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -207,10 +208,10 @@ type Resolver struct {
 	deps Deps
 	log  *slog.Logger
 	// derived keeps SSH systems' targets (parsed signers, so keys are decrypted once) and S3
-	// systems' backends, bounded (Config.CredentialCache); s3Slots holds each owner's S3
-	// request semaphore (chan struct{}); s3Client is the HTTP client every backend shares.
+	// systems' backends, bounded (Config.CredentialCache); s3Slots bounds each owner's S3
+	// requests in flight; s3Client is the HTTP client every backend shares.
 	derived  *derivedCache
-	s3Slots  sync.Map
+	s3Slots  *slot.Pool
 	s3Once   sync.Once
 	s3Client *http.Client
 	s3Err    error
@@ -240,6 +241,7 @@ func New(cfg Config, d Deps) *Resolver {
 	}
 	return &Resolver{cfg: cfg, deps: d, log: d.Log,
 		derived: newDerivedCache(cfg.CredentialCache, cfg.CredentialCachePerOwner),
+		s3Slots: slot.New(int64(cfg.S3.MaxRequests), int64(cfg.S3.MaxRequestsPerOwner)),
 	}
 }
 
