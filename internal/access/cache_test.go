@@ -154,3 +154,29 @@ func TestCredentialCacheBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleSweepRuns: between Start and Stop the resolver drops kept credentials once they have
+// been idle for Config.CredentialCacheIdle (sweeping at least once a second).
+func TestIdleSweepRuns(t *testing.T) {
+	kr := testKeyring(t)
+	s := newStore(t)
+	r := New(Config{CredentialCacheIdle: time.Millisecond, AuditRetention: -1}, Deps{Store: s, Keyring: kr})
+	addSystem(t, s, kr, "bob", "hpc", nil, "")
+	use(t, r, "bob", "hpc")
+	if all, _ := r.derived.size("bob"); all != 1 {
+		t.Fatalf("%d kept after a request, want 1", all)
+	}
+	r.Start(t.Context())
+	defer r.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		all, _ := r.derived.size("bob")
+		if all == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d still kept 10s after they went idle", all)
+		}
+		time.Sleep(20 * time.Millisecond) // polling for the sweep, which runs once a second
+	}
+}
