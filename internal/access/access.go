@@ -40,9 +40,13 @@
 // that same query just returned them. The store gives every PutCredential a generation that
 // never repeats and every system update a new updated_at, so a kept signer is used only while
 // the rows it was built from are still the ones stored; a deleted credential has no row and is
-// refused before the kept signer is looked at. The cost of a decision is one prepared query
-// (SQLite parses it once per pooled connection; pgx caches it per connection) instead of two
-// parsed ones. Operators' switches (disabled users and systems) are the one answer cached
+// refused before the kept signer is looked at. What is kept (signers, and S3 systems' backends
+// likewise) is bounded by Config.CredentialCache with a share per owner, dropped when this
+// instance deletes or replaces the system or its credential (Forget), and dropped elsewhere
+// once unused for Config.CredentialCacheIdle: losing an entry costs a parse, never an answer,
+// since nothing kept is used for rows other than the ones it was built from. The cost of a
+// decision is one prepared query (SQLite parses it once per pooled connection; pgx caches it
+// per connection) instead of two parsed ones. Operators' switches (disabled users and systems) are the one answer cached
 // across requests: this instance sees a switch at once, others within Config.DisabledCacheTTL.
 package access
 
@@ -59,6 +63,7 @@ import (
 	"github.com/sshapi/sshapi/internal/guard"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/secret"
+	"github.com/sshapi/sshapi/internal/slot"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -122,6 +127,18 @@ type Config struct {
 	// DisabledCacheTTL is how long an operator's switch may take to reach other instances
 	// (default 1s; this instance sees it at once).
 	DisabledCacheTTL time.Duration `yaml:"disabled_cache_ttl" env:"DISABLED_CACHE_TTL"`
+	// CredentialCache bounds the systems whose credential the resolver keeps parsed (an SSH
+	// system's signer, an S3 system's backend), so that a request does not decrypt and parse
+	// it again (default 4096). CredentialCachePerOwner is one owner's share of them (default
+	// 256): an owner past it replaces its own least recently used entry, and a full cache
+	// gives way from the owner holding the most, so one owner cycling through systems never
+	// empties the cache for the others. Either bound only costs a parse when it is hit.
+	CredentialCache         int `yaml:"credential_cache" env:"CREDENTIAL_CACHE"`
+	CredentialCachePerOwner int `yaml:"credential_cache_per_owner" env:"CREDENTIAL_CACHE_PER_OWNER"`
+	// CredentialCacheIdle drops a kept credential unused this long (default 15m; swept from
+	// Start until Stop), so a system or credential deleted on another instance leaves no parsed
+	// key behind here; this instance drops its own deletions at once (Forget).
+	CredentialCacheIdle time.Duration `yaml:"credential_cache_idle" env:"CREDENTIAL_CACHE_IDLE"`
 	// Guard bounds the waits of the guard that orders grantees' and link holders' operations
 	// on an owner's files (see package guard).
 	Guard guard.Config `yaml:"guard" envPrefix:"GUARD_"`
@@ -158,6 +175,16 @@ func (c Config) WithDefaults() Config {
 	if c.DisabledCacheTTL <= 0 {
 		c.DisabledCacheTTL = time.Second
 	}
+	if c.CredentialCache <= 0 {
+		c.CredentialCache = 4096
+	}
+	if c.CredentialCachePerOwner <= 0 {
+		c.CredentialCachePerOwner = 256
+	}
+	c.CredentialCachePerOwner = min(c.CredentialCachePerOwner, c.CredentialCache)
+	if c.CredentialCacheIdle <= 0 {
+		c.CredentialCacheIdle = 15 * time.Minute
+	}
 	c.Guard = c.Guard.WithDefaults()
 	c.S3 = c.S3.WithDefaults()
 	return c
@@ -177,14 +204,14 @@ type Deps struct {
 
 // Resolver resolves access. It is safe for concurrent use.
 type Resolver struct {
-	cfg     Config
-	deps    Deps
-	log     *slog.Logger
-	targets sync.Map // targetKey -> sshpool.Target: parsed signers, so keys are decrypted once
-	// storages holds S3 systems' backends like targets; s3Slots each owner's S3 request
-	// semaphore (chan struct{}); s3Client the HTTP client they all share.
-	storages sync.Map
-	s3Slots  sync.Map
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	// derived keeps SSH systems' targets (parsed signers, so keys are decrypted once) and S3
+	// systems' backends, bounded (Config.CredentialCache); s3Slots bounds each owner's S3
+	// requests in flight; s3Client is the HTTP client every backend shares.
+	derived  *derivedCache
+	s3Slots  *slot.Pool
 	s3Once   sync.Once
 	s3Client *http.Client
 	s3Err    error
@@ -212,8 +239,17 @@ func New(cfg Config, d Deps) *Resolver {
 	if d.Guard == nil {
 		d.Guard = guard.New(cfg.Guard, nil)
 	}
-	return &Resolver{cfg: cfg, deps: d, log: d.Log}
+	return &Resolver{cfg: cfg, deps: d, log: d.Log,
+		derived: newDerivedCache(cfg.CredentialCache, cfg.CredentialCachePerOwner),
+		s3Slots: slot.New(int64(cfg.S3.MaxRequests), int64(cfg.S3.MaxRequestsPerOwner)),
+	}
 }
+
+// Forget drops what the resolver keeps of owner's system id (its parsed credential). The API
+// calls it once the system or its credential is deleted or replaced; other instances sharing the database
+// never use what they keep for a deleted row (see "Concurrency" in the package doc) and drop it
+// once it has been idle for Config.CredentialCacheIdle.
+func (r *Resolver) Forget(owner, id string) { r.derived.forget(owner, id) }
 
 // Config returns the resolver's configuration, defaults filled.
 func (r *Resolver) Config() Config { return r.cfg }

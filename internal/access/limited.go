@@ -2,53 +2,58 @@ package access
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
+	"github.com/sshapi/sshapi/internal/slot"
 	"github.com/sshapi/sshapi/internal/storage"
 )
 
 // limited is a storage.Backend whose every request holds one of its owner's S3 slots while it
-// runs (an Open until its reader is closed): the per-owner bound of S3Config.MaxRequestsPerOwner.
-// A caller waits for a slot at most wait (then ErrBusy: 503, retry later), or until its context
-// ends.
+// runs (an Open until its reader is closed): the per-owner bound of S3Config.MaxRequestsPerOwner
+// within the server's S3Config.MaxRequests. A caller waits for a slot at most wait (then
+// ErrBusy: 503, retry later), or until its context ends. The slots are a slot.Pool: an owner's
+// share exists while one of its requests holds or waits for a slot and is dropped after, so
+// the owners who ever used S3 leave nothing behind, and a share is never made twice for one
+// owner while anyone holds or waits for the first.
 type limited struct {
 	storage.Backend
-	sem   chan struct{}
+	slots *slot.Pool
 	wait  time.Duration // 0: as long as the context allows
 	owner string
 }
 
-func (l *limited) acquire(ctx context.Context) error {
-	select {
-	case l.sem <- struct{}{}:
-		return nil
-	default:
+func (l *limited) acquire(ctx context.Context) (*slot.Lease, error) {
+	if lease, err := l.slots.TryAcquire(l.owner, 1); err == nil {
+		return lease, nil
 	}
-	var timeout <-chan time.Time
+	wait := ctx
 	if l.wait > 0 {
-		t := time.NewTimer(l.wait)
-		defer t.Stop()
-		timeout = t.C
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, l.wait)
+		defer cancel()
 	}
-	select {
-	case l.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timeout:
-		return refuse(ErrBusy, "%s's S3 requests hold all %d of the owner's slots (s3.max_requests_per_owner); retry shortly", l.owner, cap(l.sem))
+	lease, err := l.slots.Acquire(wait, l.owner, 1)
+	switch {
+	case err == nil:
+		return lease, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, slot.ErrFull):
+		return nil, refuse(ErrBusy, "S3 requests hold all %d of the server's slots (s3.max_requests); retry shortly", l.slots.Capacity())
+	default:
+		return nil, refuse(ErrBusy, "%s's S3 requests hold all %d of the owner's slots (s3.max_requests_per_owner); retry shortly", l.owner, l.slots.Share())
 	}
 }
 
-func (l *limited) release() { <-l.sem }
-
 // do runs fn in a slot.
 func (l *limited) do(ctx context.Context, fn func() error) error {
-	if err := l.acquire(ctx); err != nil {
+	lease, err := l.acquire(ctx)
+	if err != nil {
 		return err
 	}
-	defer l.release()
+	defer lease.Release()
 	return fn()
 }
 
@@ -66,15 +71,16 @@ func (l *limited) List(ctx context.Context, dir, cursor string, limit int) (pg *
 
 // Open implements storage.Backend; the slot is held until the reader is closed.
 func (l *limited) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
-	if err := l.acquire(ctx); err != nil {
+	lease, err := l.acquire(ctx)
+	if err != nil {
 		return nil, err
 	}
 	rc, err := l.Backend.Open(ctx, p, off, n)
 	if err != nil {
-		l.release()
+		lease.Release()
 		return nil, err
 	}
-	return &slotReader{ReadCloser: rc, release: l.release}, nil
+	return &slotReader{ReadCloser: rc, lease: lease}, nil
 }
 
 // Create implements storage.Backend.
@@ -129,19 +135,15 @@ func (u *limitedUpload) Abort(ctx context.Context) error {
 	return u.l.do(ctx, func() error { return u.Upload.Abort(ctx) })
 }
 
-// slotReader releases its slot once, on Close.
+// slotReader releases its slot on Close (a second Close releases nothing more).
 type slotReader struct {
 	io.ReadCloser
-	release func()
-	closed  bool
+	lease *slot.Lease
 }
 
 // Close implements io.Closer.
 func (s *slotReader) Close() error {
 	err := s.ReadCloser.Close()
-	if !s.closed {
-		s.closed = true
-		s.release()
-	}
+	s.lease.Release()
 	return err
 }

@@ -3,8 +3,11 @@ package access
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,8 +26,8 @@ func TestOwnerS3Slots(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := New(Config{S3: S3Config{MaxRequestsPerOwner: 1}}, Deps{})
-	alice := &limited{Backend: b, sem: r.ownerSlots("alice")}
-	bob := &limited{Backend: b, sem: r.ownerSlots("bob")}
+	alice := &limited{Backend: b, slots: r.s3Slots, owner: "alice"}
+	bob := &limited{Backend: b, slots: r.s3Slots, owner: "bob"}
 	ctx := t.Context()
 	up, err := alice.Create(ctx, "/f", storage.UploadOptions{Size: 5})
 	if err != nil {
@@ -56,11 +59,11 @@ func TestOwnerS3Slots(t *testing.T) {
 	if _, err := alice.Stat(ctx, "/f"); err != nil {
 		t.Fatalf("alice after closing: %v", err)
 	}
-	if len(r.ownerSlots("alice")) != 0 {
-		t.Fatal("a slot leaked")
+	if n := r.s3Slots.Owners(); n != 0 {
+		t.Fatalf("%d owners' slots kept with no request in flight", n)
 	}
 	// A wait for a slot is bounded: then the request is refused as busy.
-	waiting := &limited{Backend: b, sem: r.ownerSlots("carol"), wait: 100 * time.Millisecond, owner: "carol"}
+	waiting := &limited{Backend: b, slots: r.s3Slots, wait: 100 * time.Millisecond, owner: "carol"}
 	held, err := waiting.Open(ctx, "/f", 0, -1)
 	if err != nil {
 		t.Fatal(err)
@@ -68,5 +71,118 @@ func TestOwnerS3Slots(t *testing.T) {
 	defer held.Close()
 	if _, err := waiting.Stat(ctx, "/f"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a request past the slot wait: %v, want ErrBusy", err)
+	}
+}
+
+// TestS3SlotsForgetIdleOwners: after many owners each used S3 (a stat, and a download read and
+// closed), the resolver keeps no S3 slots for any of them.
+func TestS3SlotsForgetIdleOwners(t *testing.T) {
+	kr := testKeyring(t)
+	gw := s3test.New(t)
+	bucket := gw.Bucket(t)
+	s := newStore(t)
+	r := New(Config{}, Deps{Store: s, Keyring: kr})
+	const owners = 50
+	for i := range owners {
+		owner := fmt.Sprintf("u%d", i)
+		addSystem(t, s, kr, owner, "b", gw, bucket)
+		b := use(t, r, owner, "b").(storage.Backend)
+		up, err := b.Create(t.Context(), "/"+owner, storage.UploadOptions{Size: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := up.WritePart(t.Context(), 1, 0, strings.NewReader("hi"), 2, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := up.Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := b.Open(t.Context(), "/"+owner, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(rc)
+		rc.Close()
+	}
+	if n := r.s3Slots.Owners(); n != 0 {
+		t.Fatalf("%d of %d owners' S3 slots kept with none of their requests in flight", n, owners)
+	}
+}
+
+// inflight is a real backend that records the most Stat calls it ever ran at once.
+type inflight struct {
+	storage.Backend
+	now, most atomic.Int64
+}
+
+func (f *inflight) Stat(ctx context.Context, p string) (*storage.Entry, error) {
+	n := f.now.Add(1)
+	defer f.now.Add(-1)
+	for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+	}
+	return f.Backend.Stat(ctx, p)
+}
+
+// TestS3SlotsHoldUnderChurn: owners whose slots are dropped and made again all the time (each
+// request takes one and gives it back, often leaving none held) never run more requests at
+// once than their share, nor all owners more than the server's slots; and every slot is given
+// back in the end.
+func TestS3SlotsHoldUnderChurn(t *testing.T) {
+	gw := s3test.New(t)
+	bucket := gw.Bucket(t)
+	b, err := s3.New(s3.Config{Endpoint: gw.Endpoint, Bucket: bucket, PathStyle: true, AccessKeyID: gw.AccessKeyID, SecretAccessKey: gw.SecretAccessKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := b.Create(t.Context(), "/f", storage.UploadOptions{Size: 1})
+	if err == nil {
+		err = up.WritePart(t.Context(), 1, 0, strings.NewReader("x"), 1, nil)
+	}
+	if err == nil {
+		_, err = up.Commit(t.Context())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name                string
+		owners, share, most int
+	}{
+		{"owners' shares", 3, 2, 100},
+		{"server's slots", 4, 2, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := New(Config{S3: S3Config{MaxRequestsPerOwner: tt.share, MaxRequests: tt.most}}, Deps{})
+			all := &inflight{Backend: b}
+			var wg sync.WaitGroup
+			mine := make([]*inflight, tt.owners)
+			for o := range tt.owners {
+				mine[o] = &inflight{Backend: all}
+				l := &limited{Backend: mine[o], slots: r.s3Slots, owner: fmt.Sprintf("o%d", o)}
+				for range 2 * tt.share {
+					wg.Go(func() {
+						for range 40 {
+							if _, err := l.Stat(t.Context(), "/f"); err != nil { // one HEAD request
+								t.Error(err)
+								return
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			for o, f := range mine {
+				if m := f.most.Load(); m > int64(tt.share) {
+					t.Errorf("owner %d had %d requests in flight, share %d", o, m, tt.share)
+				}
+			}
+			if m := all.most.Load(); m > int64(tt.most) || m < 2 {
+				t.Errorf("%d requests in flight over all owners, server's slots %d (and the test means to run several at once)", m, tt.most)
+			}
+			if n := r.s3Slots.Owners(); n != 0 {
+				t.Errorf("%d owners' slots kept after every request ended", n)
+			}
+		})
 	}
 }

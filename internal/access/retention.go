@@ -10,9 +10,10 @@ import (
 // purgeInterval is how often audit entries older than the retention are deleted.
 const purgeInterval = time.Hour
 
-// Start starts the audit batch writer (see Record) and begins deleting audit entries older than
-// Config.AuditRetention (at once, then hourly) until Stop; a negative retention keeps
-// everything.
+// Start starts the audit batch writer (see Record), begins deleting audit entries older than
+// Config.AuditRetention (at once, then hourly; a negative retention keeps everything) and
+// dropping the credentials kept parsed that went unused for Config.CredentialCacheIdle, until
+// Stop.
 func (r *Resolver) Start(ctx context.Context) {
 	r.auditMu.Lock()
 	if r.auditQ == nil {
@@ -20,27 +21,37 @@ func (r *Resolver) Start(ctx context.Context) {
 		go r.auditWriter(r.auditQ, r.auditDone)
 	}
 	r.auditMu.Unlock()
-	if r.cfg.AuditRetention < 0 || r.stop != nil {
+	if r.stop != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.stop, r.done = cancel, make(chan struct{})
 	go func() {
 		defer close(r.done)
-		t := time.NewTicker(purgeInterval)
-		defer t.Stop()
+		purge := time.NewTicker(purgeInterval)
+		defer purge.Stop()
+		sweep := time.NewTicker(sweepInterval(r.cfg.CredentialCacheIdle))
+		defer sweep.Stop()
+		r.PurgeAudit(ctx, time.Now())
 		for {
-			r.PurgeAudit(ctx, time.Now())
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-purge.C:
+				r.PurgeAudit(ctx, time.Now())
+			case now := <-sweep.C:
+				r.derived.sweep(now.Add(-r.cfg.CredentialCacheIdle))
 			}
 		}
 	}()
 }
 
-// Stop ends the purging started by Start, stores the queued audit entries and waits for both.
+// sweepInterval is how often kept credentials are swept for idle ones: twice per idle time (so
+// an entry goes at most 1.5 idle times after its last use), not more than once a second.
+func sweepInterval(idle time.Duration) time.Duration { return max(idle/2, time.Second) }
+
+// Stop ends the purging and sweeping started by Start, stores the queued audit entries and
+// waits for all of them.
 func (r *Resolver) Stop() {
 	r.auditMu.Lock()
 	if r.auditQ != nil {

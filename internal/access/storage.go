@@ -25,6 +25,10 @@ type S3Config struct {
 	// across all their buckets and all callers acting through their grants and links (default
 	// 16): one tenant's flood waits for its own slots and never starves another's.
 	MaxRequestsPerOwner int `yaml:"max_requests_per_owner" env:"MAX_REQUESTS_PER_OWNER"`
+	// MaxRequests bounds the S3 requests of all owners in flight at once (default 1024, at
+	// least MaxRequestsPerOwner). An owner waits for one of its own slots before it queues for
+	// the server's, so at most one owner's share of each owner's requests waits there.
+	MaxRequests int `yaml:"max_requests" env:"MAX_REQUESTS"`
 	// SlotWait bounds how long a request waits for one of its owner's slots before it is
 	// refused as busy (503 with Retry-After; default 30s).
 	SlotWait time.Duration `yaml:"slot_wait" env:"SLOT_WAIT"`
@@ -44,6 +48,10 @@ func (c S3Config) WithDefaults() S3Config {
 	if c.MaxRequestsPerOwner <= 0 {
 		c.MaxRequestsPerOwner = 16
 	}
+	if c.MaxRequests <= 0 {
+		c.MaxRequests = 1024
+	}
+	c.MaxRequests = max(c.MaxRequests, c.MaxRequestsPerOwner)
 	if c.SlotWait <= 0 {
 		c.SlotWait = 30 * time.Second
 	}
@@ -95,20 +103,16 @@ func (r *Resolver) Storage(ctx context.Context, sys *store.System) (storage.Back
 		return nil, err
 	}
 	key := targetKey{owner: owner, system: id, generation: cred.Generation, updated: sys.UpdatedAt}
-	if b, ok := r.storages.Load(key); ok {
-		return b.(storage.Backend), nil
+	if v, ok := r.derived.get(key, time.Now()); ok {
+		if b, ok := v.(storage.Backend); ok {
+			return b, nil
+		}
 	}
 	b, err := r.buildStorage(sys, cred)
 	if err != nil {
 		return nil, err
 	}
-	r.storages.Range(func(k, _ any) bool { // drop stale versions of this system
-		if tk := k.(targetKey); tk.owner == owner && tk.system == id {
-			r.storages.Delete(k)
-		}
-		return true
-	})
-	r.storages.Store(key, b)
+	r.derived.put(key, b, time.Now()) // in place of any older version of this system
 	return b, nil
 }
 
@@ -137,7 +141,7 @@ func (r *Resolver) buildStorage(sys *store.System, cred *store.Credential) (stor
 	if err != nil {
 		return nil, refuse(ErrUnusable, "system %q: %v", sys.ID, err)
 	}
-	return &limited{Backend: b, sem: r.ownerSlots(sys.Owner), wait: r.cfg.S3.SlotWait, owner: sys.Owner}, nil
+	return &limited{Backend: b, slots: r.s3Slots, wait: r.cfg.S3.SlotWait, owner: sys.Owner}, nil
 }
 
 // s3HTTPClient is the one HTTP client of every S3 backend: its dialer applies the network
@@ -185,15 +189,6 @@ func (r *Resolver) s3HTTPClient() (*http.Client, error) {
 		}}
 	})
 	return r.s3Client, r.s3Err
-}
-
-// ownerSlots is owner's semaphore of S3 requests.
-func (r *Resolver) ownerSlots(owner string) chan struct{} {
-	if s, ok := r.s3Slots.Load(owner); ok {
-		return s.(chan struct{})
-	}
-	s, _ := r.s3Slots.LoadOrStore(owner, make(chan struct{}, r.cfg.S3.MaxRequestsPerOwner))
-	return s.(chan struct{})
 }
 
 // EndpointHost checks an S3 endpoint URL's form (http or https, a host, no user info, query or

@@ -82,8 +82,10 @@ func (r *Resolver) ownTarget(ctx context.Context, owner, id string) (sshpool.Tar
 		return sshpool.Target{}, nil, err
 	}
 	key := targetKey{owner: owner, system: id, generation: cred.Generation, updated: sys.UpdatedAt}
-	if t, ok := r.targets.Load(key); ok {
-		return t.(sshpool.Target), sys, nil
+	if v, ok := r.derived.get(key, time.Now()); ok {
+		if t, ok := v.(sshpool.Target); ok {
+			return t, sys, nil
+		}
 	}
 	t, err := r.buildTarget(sys, cred)
 	if err != nil {
@@ -91,14 +93,7 @@ func (r *Resolver) ownTarget(ctx context.Context, owner, id string) (sshpool.Tar
 	}
 	// The pool gives each owner a share of the host.
 	t.Key.Owner = owner
-
-	r.targets.Range(func(k, _ any) bool { // drop stale versions of this system
-		if tk := k.(targetKey); tk.owner == owner && tk.system == id {
-			r.targets.Delete(k)
-		}
-		return true
-	})
-	r.targets.Store(key, t)
+	r.derived.put(key, t, time.Now()) // in place of any older version of this system
 	return t, sys, nil
 }
 

@@ -147,6 +147,7 @@ func (s *Server) storeCredential(r *http.Request, owner, id string, req putCrede
 		return nil, err
 	}
 	s.deps.Pool.Forget(access.PoolSystem(owner, id))
+	s.access.Forget(owner, id) // the replaced key is parsed no more
 	if err := s.audit(r, "credential.put", id, cred.Username+" "+cred.PublicKeyFingerprint); err != nil {
 		return nil, err
 	}
@@ -177,6 +178,7 @@ func (s *Server) deleteCredential(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	s.deps.Pool.Forget(access.PoolSystem(p.User, id))
+	s.access.Forget(p.User, id)
 	if err := s.audit(r, "credential.delete", id, ""); err != nil {
 		return err
 	}

@@ -269,6 +269,7 @@ func (s *Server) patchSystem(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.deps.Pool.Forget(access.PoolSystem(sys.Owner, sys.ID))
+	s.access.Forget(sys.Owner, sys.ID) // the old version is parsed no more
 	if err := s.audit(r, "system.update", sys.ID, ""); err != nil {
 		return err
 	}
@@ -342,6 +343,7 @@ func (s *Server) deleteSystem(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.deps.Pool.Forget(access.PoolSystem(p.User, id))
+	s.access.Forget(p.User, id)
 	if err := s.audit(r, "system.delete", id, ""); err != nil {
 		return err
 	}

@@ -8,7 +8,9 @@
 // SFTP realpath for the part that exists, and, where realpath fails because something does not
 // exist, lstat and readlink of that component, so that a dangling symlink (the next file created
 // through it would land wherever it points) is followed too. A name that does not exist yet is
-// judged by its parent directory.
+// judged by its parent directory. A symlink about to be made (a transfer recreating one) is
+// judged by where its target will lead, resolved like a dangling one (CheckLink), never by
+// cleaning the target lexically.
 //
 // The check and the operation that follows it are separate SFTP requests, and SFTP v3 has no way
 // to bind them (no openat, no O_NOFOLLOW per component, no inode in the attributes): whoever can
@@ -274,6 +276,68 @@ func (r *Root) follow(ctx context.Context, c Client, abs string, hops *int) (str
 		}
 	}
 	return cur, nil
+}
+
+// ErrDotDotAfterName reports a symlink target with a ".." component after a name (as in
+// "a/../b"; leading ones, as in "../../b", are fine). It wraps ErrOutside.
+var ErrDotDotAfterName = fmt.Errorf("a symlink's target may climb (\"..\") only before its first name: %w", ErrOutside)
+
+// CheckLink verifies that a symbolic link to be made at at (absolute and clean, judged itself
+// by Check without following it) pointing to target would lead below the root, as the server
+// resolves a link: a relative target from the canonical form of the link's directory, each
+// component in turn, symlinks followed (like a dangling link in Check). An absolute target must
+// also lie below the root as written.
+//
+// A ".." after a name is refused (ErrDotDotAfterName), not judged: "a/../b" leads to b's
+// sibling of wherever a leads, and what a is when the link is followed — a directory, a
+// symlink to the root itself, or a name that does not exist yet — is not fixed by the check.
+// The link's own directory is (the link lives in it), so leading ".." are climbed from its
+// canonical form, and what follows them descends through names that are judged as any path
+// is. Lexical cleaning of the whole target would get this wrong: "up/../x" with up a symlink
+// to the root itself leaves the root, though "root/x" is inside.
+func (r *Root) CheckLink(ctx context.Context, c Client, at, target string) error {
+	if r.lex == "" {
+		return nil
+	}
+	if target == "" || strings.ContainsRune(target, 0) {
+		return fmt.Errorf("symlink target %q: %w", target, ErrInvalid)
+	}
+	var climb int
+	var names []string
+	for _, comp := range strings.Split(target, "/") {
+		switch {
+		case comp == "" || comp == ".":
+		case comp != "..":
+			names = append(names, comp)
+		case len(names) > 0:
+			return fmt.Errorf("symlink %s -> %s: %w", at, target, ErrDotDotAfterName)
+		default:
+			climb++
+		}
+	}
+	hops := 0
+	start := "/"
+	if !strings.HasPrefix(target, "/") {
+		var err error
+		if start, err = r.canonDir(ctx, c, path.Dir(at), &hops); err != nil {
+			return err
+		}
+	}
+	for range climb {
+		start = path.Dir(start) // start is canonical: its lexical parent is its real parent
+	}
+	dest := path.Join(start, strings.Join(names, "/"))
+	if strings.HasPrefix(target, "/") && !Within(r.lex, dest) {
+		return fmt.Errorf("symlink %s -> %s: %w", at, target, ErrOutside)
+	}
+	canon, err := r.canonical(ctx, c, dest, true, &hops)
+	if err != nil {
+		return err
+	}
+	if !Within(r.canon, canon) {
+		return fmt.Errorf("symlink %s -> %s resolves to %s: %w", at, target, canon, ErrOutside)
+	}
+	return nil
 }
 
 // ErrClimbingLink reports a symlink target that may not be created through a grant or a link:

@@ -221,3 +221,86 @@ func TestNarrow(t *testing.T) {
 		t.Errorf("inside the narrowed root: %v", err)
 	}
 }
+
+// TestCheckLink judges symlinks about to be made, on a real sshd: the target is resolved from
+// the canonical form of the link's directory (a directory reached through a symlink climbs from
+// where it really is), a ".." after a name is refused whatever that name is (a symlink to the
+// root itself would lead out, which lexical cleaning does not see), and leading ".." and names
+// are judged as the server resolves them.
+func TestCheckLink(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	conn, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c, err := sftp.NewClient(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	dir := srv.MkTemp(t)
+	root := filepath.Join(dir, "root")
+	out := filepath.Join(dir, "outside")
+	for _, d := range []string{root + "/sub/deep", root + "/a/b", out} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, target := range map[string]string{
+		"up":     root,       // the root itself, absolute
+		"self":   ".",        // the root itself, relative
+		"esc":    out,        // out
+		"via":    "sub/deep", // a directory deeper down
+		"a/b/ld": root,       // a directory link to the root, two levels down
+	} {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("chown", "-R", srv.User+":", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	ctx := context.Background()
+	j := func(p string) string { return filepath.Join(root, p) }
+	tests := []struct {
+		at, target string
+		want       error // nil: allowed
+	}{
+		{j("l"), "sub/x", nil},
+		{j("l"), ".", nil},
+		{j("sub/l"), "..", nil},
+		{j("sub/deep/l"), "../../a/b", nil},
+		{j("l"), root + "/sub/x", nil},
+		{j("l"), "up/x", nil},                 // through a link to the root: inside
+		{j("via/l"), "../../x", nil},          // via is sub/deep: ../.. is the root (lexically: outside)
+		{j("l"), "..", ErrOutside},            //
+		{j("l"), "../outside/x", ErrOutside},  //
+		{j("l"), "esc/x", ErrOutside},         // through a link out
+		{j("l"), "/etc/passwd", ErrOutside},   //
+		{j("l"), out, ErrOutside},             //
+		{j("a/b/ld/l"), "../x", ErrOutside},   // ld is the root: .. is its parent (lexically: a/b/x)
+		{j("l"), "up/../outside", ErrOutside}, // lexically root/outside; up is the root: its parent
+		{j("l"), "self/../outside", ErrDotDotAfterName},
+		{j("l"), "sub/../x", ErrDotDotAfterName}, // harmless now, but sub may become a link
+		{j("l"), root + "/up/../x", ErrDotDotAfterName},
+		{j("l"), "", ErrInvalid},
+	}
+	r, err := New(ctx, c, srv.Home, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		err := r.CheckLink(ctx, c, tt.at, tt.target)
+		if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+			t.Errorf("link %s -> %s: %v, want %v", tt.at, tt.target, err, tt.want)
+		}
+	}
+	un, err := New(ctx, c, srv.Home, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := un.CheckLink(ctx, c, j("l"), "/etc/passwd"); err != nil {
+		t.Errorf("unconfined: %v", err)
+	}
+}

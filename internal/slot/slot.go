@@ -56,6 +56,14 @@ func (p *Pool) Capacity() int64 { return p.capacity }
 // Share is the most units one owner may hold at once.
 func (p *Pool) Share() int64 { return p.share }
 
+// Owners is how many owners hold or wait for units now: an owner's share is kept only while
+// it does.
+func (p *Pool) Owners() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.owners)
+}
+
 // Lease is units held from a Pool until Release.
 type Lease struct {
 	p     *Pool

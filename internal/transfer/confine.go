@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"sort"
 	"strings"
 
@@ -67,7 +66,7 @@ func confined(err error) error {
 // checkItem keeps one item inside both systems' root directories, judged now (not only when the
 // transfer was planned): its source with every symlink followed (a symlink item itself is not),
 // its destination through an existing symlink at its name (which must not lead out either), and
-// a symlink item's target as seen from its destination directory.
+// a symlink item's target as the destination will resolve it (confine.Root.CheckLink).
 func (r *run) checkItem(ctx context.Context, sc, dc *sftp.Client, it *Item) error {
 	if err := r.srcRoot.Check(ctx, sc, it.Source, it.Kind != KindSymlink); err != nil {
 		return confined(fmt.Errorf("source: %w", err))
@@ -75,13 +74,11 @@ func (r *run) checkItem(ctx context.Context, sc, dc *sftp.Client, it *Item) erro
 	if err := r.dstRoot.Check(ctx, dc, it.Destination, it.Kind != KindSymlink); err != nil {
 		return confined(fmt.Errorf("destination: %w", err))
 	}
-	if it.Kind == KindSymlink && r.dstRoot.Confined() {
-		target := it.linkTarget
-		if !path.IsAbs(target) {
-			target = path.Join(path.Dir(it.Destination), target)
-		}
-		if err := r.dstRoot.Check(ctx, dc, path.Clean(target), true); err != nil {
-			return confined(fmt.Errorf("symlink %s points to %s: %w", it.Destination, it.linkTarget, err))
+	if it.Kind == KindSymlink {
+		// Resolved on the destination from the link's directory, not cleaned lexically: a ".."
+		// after a symlink is not the lexical parent (see confine.Root.CheckLink).
+		if err := r.dstRoot.CheckLink(ctx, dc, it.Destination, it.linkTarget); err != nil {
+			return confined(fmt.Errorf("destination: %w", err))
 		}
 	}
 	return nil

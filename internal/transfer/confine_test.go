@@ -52,9 +52,11 @@ func itemsByDst(t *testing.T, h *harness, id, base string) map[string]Item {
 }
 
 // TestTransferConfinesEveryItem: with root_dir on both systems, every item is judged, not only
-// the top path: a symlink in the source tree that points out is not recreated pointing out, and
-// existing symlinks at the destination (a directory and a file) that point out of the root are
-// refused instead of followed. Nothing outside either root is read into the copy or written.
+// the top path: a symlink in the source tree that points out is not recreated pointing out (its
+// target resolved on the destination, where a ".." after a link to the root, or from a directory
+// that is a link to the root, leaves it though the cleaned target is inside), and existing
+// symlinks at the destination (a directory and a file) that point out of the root are refused
+// instead of followed. Nothing outside either root is read into the copy or written.
 func TestTransferConfinesEveryItem(t *testing.T) {
 	h := newHarness(t, Config{RetryBase: 10 * time.Second, PollInterval: 50 * time.Millisecond})
 	a, b := sshtest.New(t, sshtest.Options{}), sshtest.New(t, sshtest.Options{})
@@ -74,6 +76,13 @@ func TestTransferConfinesEveryItem(t *testing.T) {
 	mustSymlink(t, filepath.Join(srcDir, "outside"), filepath.Join(tree, "esc")) // absolute, out
 	mustSymlink(t, "../../../outside/secret", filepath.Join(tree, "rel"))        // relative, out
 	mustSymlink(t, "ok/f3", filepath.Join(tree, "inner"))                        // inside
+	// Lexically inside at the destination, really out: "up" there is the root itself, so its
+	// ".." is the root's parent; and "lnk" there is the root, so lnk/l's ".." is too.
+	mustSymlink(t, "../up/../outside/victim", filepath.Join(tree, "climb"))
+	if err := os.MkdirAll(filepath.Join(tree, "lnk"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, "../outside/victim", filepath.Join(tree, "lnk", "l"))
 	ownTree(t, a, srcDir)
 
 	dst := filepath.Join(dstRoot, "copy")
@@ -83,6 +92,8 @@ func TestTransferConfinesEveryItem(t *testing.T) {
 	}
 	mustSymlink(t, filepath.Join(dstDir, "outside"), filepath.Join(dst, "sub"))          // a directory link out
 	mustSymlink(t, filepath.Join(dstDir, "outside", "victim"), filepath.Join(dst, "f1")) // a file link out
+	mustSymlink(t, dstRoot, filepath.Join(dstRoot, "up"))                                // the root, from inside it
+	mustSymlink(t, dstRoot, filepath.Join(dst, "lnk"))                                   // a directory link to the root
 	ownTree(t, b, dstDir)
 
 	tr := h.submit("alice", Request{Source: Endpoint{System: "a", Path: tree}, Destination: Endpoint{System: "b", Path: dst}, Recursive: true})
@@ -93,7 +104,8 @@ func TestTransferConfinesEveryItem(t *testing.T) {
 	items := itemsByDst(t, h, tr.ID, dst)
 	for rel, want := range map[string]ItemStatus{
 		"sub": ItemFailed, "sub/f2": ItemFailed, "f1": ItemFailed, "esc": ItemFailed, "rel": ItemFailed,
-		".": ItemDone, "ok": ItemDone, "ok/f3": ItemDone, "inner": ItemDone,
+		"climb": ItemFailed, "lnk/l": ItemFailed,
+		".": ItemDone, "ok": ItemDone, "ok/f3": ItemDone, "inner": ItemDone, "lnk": ItemDone,
 	} {
 		it, ok := items[rel]
 		switch {
@@ -114,8 +126,10 @@ func TestTransferConfinesEveryItem(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(dst, "f1")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 		t.Errorf("the destination link was replaced or followed: %v", err)
 	}
-	if _, err := os.Lstat(filepath.Join(dst, "esc")); err == nil {
-		t.Error("a link pointing out of the root was created")
+	for _, p := range []string{filepath.Join(dst, "esc"), filepath.Join(dst, "climb"), filepath.Join(dstRoot, "l")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("a link pointing out of the root was created: %s", p)
+		}
 	}
 }
 
