@@ -140,3 +140,31 @@ func TestRefusedOpenGoesElsewhere(t *testing.T) {
 		t.Errorf("%g refused opens retried, want at least one (the test's premise)", n)
 	}
 }
+
+// TestRefusedConnServesWaitersWhenBackoffEnds: a connection the server refused an open on takes
+// no channel for its backoff; a channel waiting for it gets it when the backoff ends, though
+// nothing else happens on the pool (no channel ends, no connection can be dialed: before the
+// backoff had a timer, the waiter stayed until its deadline).
+func TestRefusedConnServesWaitersWhenBackoffEnds(t *testing.T) {
+	srv := sshtest.New(t, sshtest.Options{})
+	p, _ := newPool(t, Config{MaxConnsPerKey: 1})
+	tg := target(t, srv, "backoff", srv.Signer)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := p.Check(ctx, tg); err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.acquire(ctx, tg, placeControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.releaseRefused(c, placeControl, 100*time.Millisecond) // as openChannel does on a refusal
+	got, err := p.acquire(ctx, tg, placeControl)
+	if err != nil {
+		t.Fatalf("waiting for the refused connection: %v", err)
+	}
+	if got != c {
+		t.Fatal("granted another connection than the only one")
+	}
+	p.release(got, placeControl)
+}

@@ -393,8 +393,11 @@ type conn struct {
 	dead     bool
 	// refusedUntil: the server refused a channel open here (MaxSessions, while channels we
 	// closed are still closing on its side), so no channel is placed here until then or until
-	// one of its channels ends, whichever is first (see openChannel).
+	// one of its channels ends, whichever is first (see openChannel). refusedTimer serves the
+	// key's waiters when refusedUntil passes: nothing else may happen on the connection to
+	// wake them then.
 	refusedUntil time.Time
+	refusedTimer *time.Timer
 }
 
 type waiter struct {
@@ -682,6 +685,16 @@ func (p *Pool) releaseRefused(c *conn, pl placement, d time.Duration) {
 	c.refusedUntil = time.Now().Add(d)
 	if !c.dead {
 		p.serveWaitersLocked(c.kp)
+		if c.refusedTimer != nil {
+			c.refusedTimer.Stop()
+		}
+		c.refusedTimer = time.AfterFunc(d, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if !c.dead && !p.closing {
+				p.serveWaitersLocked(c.kp)
+			}
+		})
 	}
 	p.checkDrainedLocked()
 }
@@ -1001,6 +1014,9 @@ func (p *Pool) killLocked(c *conn) {
 		return
 	}
 	c.dead = true
+	if c.refusedTimer != nil {
+		c.refusedTimer.Stop()
+	}
 	kp := c.kp
 	for i, x := range kp.conns {
 		if x == c {

@@ -281,8 +281,15 @@ func (p *Pool) openChannel(ctx context.Context, t Target, pl placement, open fun
 			// MaxSessions reached on the server side: channels we closed are still closing.
 			// Packing would place the next channels on this same connection; it is skipped
 			// for the backoff instead, and this open retried after it (elsewhere, or here).
+			// The first refusal is retried at once: the refusing connection has no room
+			// until its backoff ends or one of its channels does, so the retry goes to another
+			// connection with room, or waits for one of those (not a blind sleep first, which
+			// cost 2.5-7.5 ms on about 3% of commands at 50 clients on a stock sshd).
 			p.metrics.openRetries.Inc()
 			p.releaseRefused(c, pl, 2*delay) // beyond the retry's sleep, at most 1.5 × delay
+			if attempt == 0 {
+				continue
+			}
 		case errors.As(err, &oce):
 			p.release(c, pl)
 			return nil, nil, fmt.Errorf("open channel to %s: %w", t.Key, err)
