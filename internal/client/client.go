@@ -286,8 +286,8 @@ func (c *Client) Open(ctx context.Context, system, p string) (body io.ReadCloser
 
 // UploadResult is what the server wrote.
 type UploadResult struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
+	Path string `json:"path"`
+	Size int64  `json:"size"`
 	// SHA256 is the digest the server computed; empty when none was asked for.
 	SHA256 string `json:"sha256"`
 }
