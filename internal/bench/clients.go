@@ -46,6 +46,8 @@ type ClientsRun struct {
 	Target  string `json:"target"`
 	Request string `json:"request"`
 	Clients int    `json:"clients"`
+	// Round is the round of the run (1 when ClientsBench.Rounds is 1; see there).
+	Round int `json:"round,omitempty"`
 	// Summary holds the counts, the achieved rate (successful requests per second of wall time)
 	// and the latency percentiles (from each request's send: a closed loop has no schedule).
 	Summary openloop.Summary `json:"summary"`
@@ -73,7 +75,7 @@ type ClientsTarget struct {
 }
 
 // ClientsBench runs each target with Clients clients for Duration, targets of a case
-// interleaved in the order given.
+// interleaved in the order given, Rounds times.
 type ClientsBench struct {
 	Targets []ClientsTarget
 	// Clients sending at once (default 50); Duration of each run (default 10s); Timeout of one
@@ -83,6 +85,11 @@ type ClientsBench struct {
 	Duration time.Duration
 	Timeout  time.Duration
 	Warmup   int
+	// Rounds is how many times every target runs (at least 1): a case's rounds one after the
+	// other, its targets in the order given in odd rounds and in reverse in even ones (ABBA),
+	// so that neither side always runs first on a machine whose state drifts from one run to
+	// the next.
+	Rounds int
 	// SSHDPIDs are the sshd master processes whose CPU is reported (none: not reported).
 	SSHDPIDs []int
 	// Progress receives a line per run (nil = quiet).
@@ -90,7 +97,8 @@ type ClientsBench struct {
 	// Report receives the runs.
 	Report *ClientsReport
 	// Profiles, when set, is a directory that receives a CPU profile of the bench process (which
-	// hosts sshapi) for each sshapi run, named clients-CASE.pprof.
+	// hosts sshapi) for each sshapi run, named clients-CASE.pprof (clients-CASE-rN.pprof for
+	// rounds after the first).
 	Profiles string
 }
 
@@ -109,16 +117,32 @@ func (b *ClientsBench) Run(ctx context.Context) error {
 	if b.Warmup <= 0 {
 		b.Warmup = 2 * b.Clients
 	}
+	var cases []string
+	byCase := map[string][]ClientsTarget{}
 	for _, t := range b.Targets {
-		if err := ctx.Err(); err != nil {
-			return err
+		if _, ok := byCase[t.Case]; !ok {
+			cases = append(cases, t.Case)
 		}
-		b.measure(ctx, t)
+		byCase[t.Case] = append(byCase[t.Case], t)
+	}
+	for _, c := range cases {
+		for round := 1; round <= max(1, b.Rounds); round++ {
+			ts := slices.Clone(byCase[c])
+			if round%2 == 0 {
+				slices.Reverse(ts)
+			}
+			for _, t := range ts {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				b.measure(ctx, t, round)
+			}
+		}
 	}
 	return ctx.Err()
 }
 
-func (b *ClientsBench) measure(ctx context.Context, t ClientsTarget) {
+func (b *ClientsBench) measure(ctx context.Context, t ClientsTarget, round int) {
 	_ = ClosedLoop(ctx, t.Op, b.Clients, b.Warmup, 0, b.Timeout) // warm-up, not recorded
 	cpu0 := selfCPU()
 	peer0 := treeCPU(t.PIDs)
@@ -128,7 +152,11 @@ func (b *ClientsBench) measure(ctx context.Context, t ClientsTarget) {
 	}
 	stopProfile := func() {}
 	if b.Profiles != "" && t.Name == BaselineTarget {
-		stopProfile = startCPUProfile(filepath.Join(b.Profiles, "clients-"+t.Case+".pprof"))
+		name := "clients-" + t.Case + ".pprof"
+		if round > 1 {
+			name = fmt.Sprintf("clients-%s-r%d.pprof", t.Case, round)
+		}
+		stopProfile = startCPUProfile(filepath.Join(b.Profiles, name))
 	}
 	s := ClosedLoop(ctx, t.Op, b.Clients, 0, b.Duration, b.Timeout)
 	stopProfile()
@@ -139,15 +167,15 @@ func (b *ClientsBench) measure(ctx context.Context, t ClientsTarget) {
 	cpu := selfCPU() - cpu0 - meter.Own()
 	peer := treeCPU(t.PIDs) - peer0
 	s.Target, s.Scenario, s.Command, s.DurationS = t.Name, "clients", t.Case, b.Duration.Seconds()
-	r := ClientsRun{Case: t.Case, Target: t.Name, Request: t.Request, Clients: b.Clients, Summary: s}
+	r := ClientsRun{Case: t.Case, Target: t.Name, Request: t.Request, Clients: b.Clients, Round: round, Summary: s}
 	if s.OK > 0 {
 		r.CPUMs = 1000 * cpu / float64(s.OK)
 		r.SSHDCPUMs = 1000 * sshd / float64(s.OK)
 		r.PeerCPUMs = 1000 * peer / float64(s.OK)
 	}
 	if b.Progress != nil {
-		fmt.Fprintf(b.Progress, "clients %s %s ×%d: %d ok %d failed, %.1f req/s, p50 %.1f ms, p99 %.1f ms, cpu %.2f ms, sshd cpu %.2f ms per request %s\n",
-			t.Case, t.Name, b.Clients, s.OK, s.Failed, s.AchievedRate, s.Latency.P50, s.Latency.P99, r.CPUMs, r.SSHDCPUMs, errorList(s))
+		fmt.Fprintf(b.Progress, "clients %s %s ×%d round %d: %d ok %d failed, %.1f req/s, p50 %.1f ms, p99 %.1f ms, cpu %.2f ms, sshd cpu %.2f ms per request %s\n",
+			t.Case, t.Name, b.Clients, round, s.OK, s.Failed, s.AchievedRate, s.Latency.P50, s.Latency.P99, r.CPUMs, r.SSHDCPUMs, errorList(s))
 	}
 	b.Report.Runs = append(b.Report.Runs, r)
 }
@@ -237,21 +265,30 @@ func (r *ClientsReport) WriteMarkdown(w io.Writer) error {
 			cases = append(cases, s.Case)
 		}
 	}
+	rounds := 1
+	for _, s := range r.Runs {
+		rounds = max(rounds, s.Round)
+	}
 	for _, c := range cases {
 		var runs []ClientsRun
-		var base *ClientsRun
+		base := map[int]*ClientsRun{} // sshapi's run of each round
 		for i, s := range r.Runs {
 			if s.Case == c {
 				runs = append(runs, s)
 				if s.Target == BaselineTarget {
-					base = &r.Runs[i]
+					base[s.Round] = &r.Runs[i]
 				}
 			}
 		}
 		fmt.Fprintf(&b, "#### %s, %d clients\n\n", caseTitle(c), runs[0].Clients)
-		b.WriteString("| target | request | requests | failed | req/s | p50 ms | p99 ms | max ms | CPU ms per request (bench process) | sshd CPU ms per request | peer process CPU ms per request | sshapi ÷ target: req/s | sshapi ÷ target: p99 |\n")
-		b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		roundCol, roundSep := "", ""
+		if rounds > 1 {
+			roundCol, roundSep = " round |", "---:|"
+		}
+		b.WriteString("| target |" + roundCol + " request | requests | failed | req/s | p50 ms | p99 ms | max ms | CPU ms per request (bench process) | sshd CPU ms per request | peer process CPU ms per request | sshapi ÷ target: req/s | sshapi ÷ target: p99 |\n")
+		b.WriteString("|---|" + roundSep + "---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, s := range runs {
+			base := base[s.Round]
 			m := s.Summary
 			failed := fmt.Sprint(m.Failed)
 			if m.Failed > 0 {
@@ -269,13 +306,84 @@ func (r *ClientsReport) WriteMarkdown(w io.Writer) error {
 			if s.PeerCPUMs > 0 {
 				peer = fmt.Sprintf("%.2f", s.PeerCPUMs)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %.1f | %s | %s | %s | %.2f | %s | %s | %s | %s |\n", s.Target, s.Request, m.Scheduled, failed,
+			round := ""
+			if rounds > 1 {
+				round = fmt.Sprintf(" %d |", s.Round)
+			}
+			fmt.Fprintf(&b, "| %s |%s %s | %d | %s | %.1f | %s | %s | %s | %.2f | %s | %s | %s | %s |\n", s.Target, round, s.Request, m.Scheduled, failed,
 				m.AchievedRate, ms(m.Latency.P50, m.OK), ms(m.Latency.P99, m.OK), ms(m.Latency.Max, m.OK), s.CPUMs, sshd, peer, rate, p99)
 		}
 		b.WriteString("\n")
+		if rounds > 1 {
+			b.WriteString(roundsLine(runs, rounds))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ClientsTotal is one target's runs of a case over every round: its successful requests, the
+// seconds of wall time they took, and its worst p99 and mean CPU per request.
+type ClientsTotal struct {
+	OK       int
+	Seconds  float64
+	WorstP99 float64
+	CPUMs    float64
+	SSHDMs   float64
+}
+
+// Rate is the successful requests per second over every round (0 without any).
+func (t ClientsTotal) Rate() float64 {
+	if t.Seconds <= 0 {
+		return 0
+	}
+	return float64(t.OK) / t.Seconds
+}
+
+// ClientsTotals adds up each target's runs of one case (runs of other cases are ignored),
+// targets in the order they first ran.
+func ClientsTotals(runs []ClientsRun, c string) ([]string, map[string]ClientsTotal) {
+	var order []string
+	tot := map[string]ClientsTotal{}
+	for _, s := range runs {
+		m := s.Summary
+		if s.Case != c || m.OK == 0 || m.AchievedRate <= 0 {
+			continue
+		}
+		t, seen := tot[s.Target]
+		if !seen {
+			order = append(order, s.Target)
+		}
+		n := float64(t.OK)
+		k := float64(m.OK)
+		t.CPUMs = (t.CPUMs*n + s.CPUMs*k) / (n + k)
+		t.SSHDMs = (t.SSHDMs*n + s.SSHDCPUMs*k) / (n + k)
+		t.OK += m.OK
+		t.Seconds += float64(m.OK) / m.AchievedRate
+		t.WorstP99 = max(t.WorstP99, m.Latency.P99)
+		tot[s.Target] = t
+	}
+	return order, tot
+}
+
+// roundsLine sums a case's runs over its rounds: each target's requests per second over all of
+// them and its worst p99, and sshapi's divided by each peer's.
+func roundsLine(runs []ClientsRun, rounds int) string {
+	order, tot := ClientsTotals(runs, runs[0].Case)
+	base, ok := tot[BaselineTarget]
+	if !ok {
+		return ""
+	}
+	var parts []string
+	for _, t := range order {
+		v := tot[t]
+		part := fmt.Sprintf("%s %.1f req/s (worst p99 %.1f ms; CPU %.2f ms + sshd %.2f ms per request)", t, v.Rate(), v.WorstP99, v.CPUMs, v.SSHDMs)
+		if t != BaselineTarget && v.Rate() > 0 && v.WorstP99 > 0 {
+			part += fmt.Sprintf(": sshapi ÷ %s **%.2f×** req/s, %.2f× worst p99", t, base.Rate()/v.Rate(), base.WorstP99/v.WorstP99)
+		}
+		parts = append(parts, part)
+	}
+	return fmt.Sprintf("Over %d rounds each: %s.\n\n", rounds, strings.Join(parts, "; "))
 }
 
 func caseTitle(c string) string {

@@ -43,8 +43,9 @@ func TestCellFiles(t *testing.T) {
 // TestCellClients runs the paper's small-requests cell alone (checksum of an 8-byte file,
 // uptime and a 10-entry ls) with $SSHAPI_CELL_CLIENTS clients (skipped without it), and prints
 // its section. SSHAPI_CELL_CASES picks cases (comma-separated), SSHAPI_CELL_PEERS adds peers
-// (e.g. asyncssh, with make bench-deps; none by default), SSHAPI_CELL_PROFILES names a directory
-// for a CPU profile of each sshapi run:
+// (e.g. asyncssh, with make bench-deps; none by default), SSHAPI_CELL_ROUNDS runs every target
+// that many times in ABBA order, SSHAPI_CELL_PROFILES names a directory for a CPU profile of each
+// sshapi run:
 //
 //	SSHAPI_CELL_CLIENTS=50 SSHAPI_CELL_CASES=uptime SSHAPI_CELL_PEERS=asyncssh \
 //	  go test -run TestCellClients -v ./internal/bench/study
@@ -54,7 +55,8 @@ func TestCellClients(t *testing.T) {
 		t.Skip("set SSHAPI_CELL_CLIENTS to a client count to run the cell")
 	}
 	settleMax = 20 * time.Second
-	o := ClientsOptions{Clients: n, Peers: []string{}, Progress: os.Stderr, Profiles: os.Getenv("SSHAPI_CELL_PROFILES")}
+	rounds, _ := strconv.Atoi(os.Getenv("SSHAPI_CELL_ROUNDS"))
+	o := ClientsOptions{Clients: n, Rounds: rounds, Peers: []string{}, Progress: os.Stderr, Profiles: os.Getenv("SSHAPI_CELL_PROFILES")}
 	if v := os.Getenv("SSHAPI_CELL_CASES"); v != "" {
 		o.Cases = strings.Split(v, ",")
 	}

@@ -218,7 +218,7 @@ func Run(ctx context.Context, o Options) (*bench.Report, error) {
 	}
 	if o.Clients > 0 {
 		var err error
-		if extra.Clients, err = RunClients(ctx, ClientsOptions{Clients: o.Clients, Duration: o.ClientsDuration, Peers: o.ClientsPeers,
+		if extra.Clients, err = RunClients(ctx, ClientsOptions{Clients: o.Clients, Duration: o.ClientsDuration, Rounds: PaperClientsRounds, Peers: o.ClientsPeers,
 			Python: o.Python, PeersDir: o.PeersDir, Progress: o.Progress}); err != nil {
 			return report, fmt.Errorf("small requests: %w", err)
 		}
