@@ -8,9 +8,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/pkg/sftp"
-	"golang.org/x/crypto/ssh"
-
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -18,16 +15,7 @@ import (
 // dangling) leading out, and ".." after a symlink inside a dangling link's target.
 func TestCheck(t *testing.T) {
 	srv := sshtest.New(t, sshtest.Options{})
-	conn, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c, err := sftp.NewClient(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := srv.SFTP(t)
 
 	dir := srv.MkTemp(t)
 	root := filepath.Join(dir, "root")
@@ -138,16 +126,7 @@ var errAny = errors.New("any error")
 // a path inside it is judged against it.
 func TestNarrow(t *testing.T) {
 	srv := sshtest.New(t, sshtest.Options{})
-	conn, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c, err := sftp.NewClient(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := srv.SFTP(t)
 	dir := srv.MkTemp(t)
 	root := filepath.Join(dir, "root")
 	for _, d := range []string{root + "/shared", root + "/secret", dir + "/outside"} {
@@ -229,16 +208,7 @@ func TestNarrow(t *testing.T) {
 // are judged as the server resolves them.
 func TestCheckLink(t *testing.T) {
 	srv := sshtest.New(t, sshtest.Options{})
-	conn, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c, err := sftp.NewClient(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := srv.SFTP(t)
 	dir := srv.MkTemp(t)
 	root := filepath.Join(dir, "root")
 	out := filepath.Join(dir, "outside")

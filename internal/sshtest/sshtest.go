@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -319,6 +320,23 @@ func (s *Server) ClientConfig() *ssh.ClientConfig {
 		HostKeyAlgorithms: []string{s.HostKey.Type()},
 		Timeout:           10 * time.Second,
 	}
+}
+
+// SFTP dials the server with ClientConfig and returns an SFTP client on that connection; both
+// are closed when the test ends.
+func (s *Server) SFTP(tb testing.TB) *sftp.Client {
+	tb.Helper()
+	conn, err := ssh.Dial("tcp", s.Addr, s.ClientConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() })
+	c, err := sftp.NewClient(conn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // AuthorizedHostKey returns the host key in authorized_keys form ("ssh-ed25519 AAAA...").

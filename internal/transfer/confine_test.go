@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pkg/sftp"
-	"golang.org/x/crypto/ssh"
-
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -183,16 +180,7 @@ func TestTransferRechecksSourceOnResume(t *testing.T) {
 // not followed, and the file created in its place is owner-only.
 func TestTransferTempNotFollowed(t *testing.T) {
 	srv := sshtest.New(t, sshtest.Options{})
-	conn, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	c, err := sftp.NewClient(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := srv.SFTP(t)
 	dir := srv.MkTemp(t)
 	victim := filepath.Join(dir, "victim")
 	mustWrite(t, victim, "original")
