@@ -105,9 +105,9 @@ func TestRunCiphers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Per path and cipher: upload and download, sshapi and sftp; on the wanem path also the
-	// upload from a warm pool.
-	if got, want := len(rep.Runs), 2*len(PaperCiphers)*4+len(PaperCiphers); got != want {
+	// Per path and cipher: upload and download, sshapi and sftp, and sshapi's upload again with
+	// digest=none; on the wanem path also the upload from a warm pool.
+	if got, want := len(rep.Runs), 2*len(PaperCiphers)*5+len(PaperCiphers); got != want {
 		t.Fatalf("%d runs, want %d: %+v", got, want, rep.Runs)
 	}
 	for _, r := range rep.Runs {
@@ -134,6 +134,9 @@ func TestRunCiphers(t *testing.T) {
 		}
 		if row := "| `" + c + "` | upload (warm pool) |"; strings.Count(md, row) != 1 {
 			t.Errorf("%d rows %q, want one (the wanem path's)", strings.Count(md, row), row)
+		}
+		if row := "| `" + c + "` | upload, digest=none (warm pool) |"; strings.Count(md, row) != 2 {
+			t.Errorf("%d rows %q, want one per path", strings.Count(md, row), row)
 		}
 	}
 	for _, l := range strings.Split(md, "\n") {
