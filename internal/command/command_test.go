@@ -18,7 +18,14 @@ import (
 
 func setup(t *testing.T) (*sshpool.Pool, sshpool.Target, *sshtest.Server) {
 	t.Helper()
-	srv := sshtest.New(t, sshtest.Options{})
+	return setupWith(t, sshtest.Options{})
+}
+
+// setupWith starts an sshd with o and a pool, and returns the pool, a target on that sshd and
+// the server.
+func setupWith(t *testing.T, o sshtest.Options) (*sshpool.Pool, sshpool.Target, *sshtest.Server) {
+	t.Helper()
+	srv := sshtest.New(t, o)
 	p := sshpool.New(sshpool.Config{}, nil, nil)
 	_ = p.Start(t.Context())
 	t.Cleanup(func() { _ = p.Stop(context.Background()) })

@@ -1,7 +1,6 @@
 package command
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -13,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/unix"
 
-	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/sshtest"
 )
 
@@ -32,15 +29,7 @@ import (
 // every command. sshd logs the type of every message it receives but data, extended data and
 // window adjusts; the client's TCP data segments count those too.
 func TestCommandWireMessages(t *testing.T) {
-	srv := sshtest.New(t, sshtest.Options{LogLevel: "DEBUG3"})
-	p := sshpool.New(sshpool.Config{}, nil, nil)
-	_ = p.Start(t.Context())
-	t.Cleanup(func() { _ = p.Stop(context.Background()) })
-	cfg := &ssh.ClientConfig{User: srv.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(srv.Signer)}}
-	if err := (sshpool.HostKeyPolicy{Keys: []string{srv.AuthorizedHostKey()}}).Apply(cfg); err != nil {
-		t.Fatal(err)
-	}
-	tg := sshpool.Target{Key: sshpool.Key{System: "wire", User: srv.User, Credential: "k"}, Addr: srv.Addr, Config: cfg}
+	p, tg, srv := setupWith(t, sshtest.Options{LogLevel: "DEBUG3"})
 
 	run := func(req Request) {
 		t.Helper()
