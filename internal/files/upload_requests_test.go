@@ -86,16 +86,17 @@ func (g *pairGate) request(p []byte) {
 }
 
 // reply waits, for a reply to a held request, until both requests were sent.
-func (g *pairGate) reply(p []byte) {
+func (g *pairGate) holds(p []byte) bool {
 	if len(p) < 5 {
-		return
+		return false
 	}
 	g.mu.Lock()
-	held := g.held[binary.BigEndian.Uint32(p[1:5])]
-	g.mu.Unlock()
-	if !held {
-		return
-	}
+	defer g.mu.Unlock()
+	return g.held[binary.BigEndian.Uint32(p[1:5])]
+}
+
+// wait returns once both requests of the pair were sent, or after giveUp (failing the test).
+func (g *pairGate) wait() {
 	select {
 	case <-g.open:
 	case <-time.After(g.giveUp):
@@ -129,6 +130,42 @@ func relay(dst io.Writer, src io.Reader, see func([]byte)) error {
 	}
 }
 
+// relayReplies copies the server's replies from src to dst: a held one once the pair was sent
+// (wait), in a goroutine of wg's, every other at once. SFTP replies may come in any order, and
+// pkg/sftp matches them by id, so a reply the client needs before it can send the pair's second
+// request (another request's, sent after the first of the pair) is never stuck behind a held
+// one: only the pair's own replies are held.
+func (g *pairGate) relayReplies(dst io.Writer, src io.Reader, wg *sync.WaitGroup) error {
+	var mu sync.Mutex // one packet at a time on dst
+	write := func(b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		_, err := dst.Write(b)
+		return err
+	}
+	var hdr [4]byte
+	for {
+		if _, err := io.ReadFull(src, hdr[:]); err != nil {
+			return err
+		}
+		p := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+		if _, err := io.ReadFull(src, p); err != nil {
+			return err
+		}
+		b := append(hdr[:], p...)
+		if g.holds(p) {
+			wg.Go(func() {
+				g.wait()
+				_ = write(b) // a client gone by then has failed the test already
+			})
+			continue
+		}
+		if err := write(b); err != nil {
+			return err
+		}
+	}
+}
+
 // gatedSFTP is countedSFTP with g relaying between the client and sftp-server.
 func gatedSFTP(t *testing.T, g *pairGate) (c *sftp.Client, requests func() []string) {
 	t.Helper()
@@ -142,7 +179,7 @@ func gatedSFTP(t *testing.T, g *pairGate) (c *sftp.Client, requests func() []str
 		_ = srv.in.Close()
 	})
 	wg.Go(func() {
-		err := relay(fromSrvW, srv.out, g.reply)
+		err := g.relayReplies(fromSrvW, srv.out, &wg)
 		_ = fromSrvW.CloseWithError(err)
 	})
 	c, err := sftp.NewClientPipe(fromSrvR, toSrvW)
