@@ -8,6 +8,15 @@
 // both names exist, and a failure between the two leaves both (the capabilities say so: no
 // AtomicRename). There are no modes and no links.
 //
+// # Concurrency
+//
+// Operations that take several requests are open to whatever others do to the bucket between
+// them (the owner, and anything outside sshapi, are ordered by nothing), so each later request
+// names the state the earlier ones saw instead of trusting it: Copy and Rename copy only the
+// source version Stat returned (x-amz-copy-source-if-match on its ETag) and Rename deletes the
+// source only while it is still that version (If-Match), so a version written meanwhile is
+// never deleted without having been copied (storage.ErrChanged instead).
+//
 // Uploads are multipart uploads; a part carries its SHA-256 (x-amz-checksum-sha256) so the
 // server refuses a part whose bytes changed on the way (400 BadDigest), and the object appears
 // only when the upload is completed. Abort, or a failed Commit, aborts the multipart upload, so
@@ -683,38 +692,65 @@ func (b *Backend) headFile(ctx context.Context, p string) (bool, error) {
 	return false, err
 }
 
-// Rename implements storage.Backend for files: a server-side copy, then a delete. Not atomic.
+// Rename implements storage.Backend for files: a server-side copy, then a delete. Not atomic,
+// but it never loses a version: the copy is conditional on the source's ETag as Stat saw it
+// (x-amz-copy-source-if-match) and so is the delete (If-Match), so a source that another
+// principal overwrites before the copy is not copied, and one overwritten between the copy and
+// the delete is not deleted: both are storage.ErrChanged, the second with both names kept (the
+// destination holding the version copied, the source the new one).
 func (b *Backend) Rename(ctx context.Context, from, to string, overwrite bool) error {
-	if err := b.Copy(ctx, from, to, overwrite); err != nil {
+	from = path.Clean("/" + from)
+	src, err := b.copyFile(ctx, from, to, overwrite)
+	if err != nil {
 		return err
 	}
-	_, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(from))})
+	_, err = b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(from)), IfMatch: aws.String(src.ETag)})
+	if isPrecondition(err) {
+		return fmt.Errorf("rename %s: the source changed after it was copied to %s, both are kept: %w", from, path.Clean("/"+to), storage.ErrChanged)
+	}
 	return b.classify("rename: delete the source", from, err)
 }
 
 // Copy implements storage.Backend for files with CopyObject, part by part (UploadPartCopy) above
-// 5 GiB (see copyObject).
+// 5 GiB (see copyObject), conditional on the source's ETag as Stat saw it: a source overwritten
+// meanwhile is storage.ErrChanged.
 func (b *Backend) Copy(ctx context.Context, from, to string, overwrite bool) error {
+	_, err := b.copyFile(ctx, from, to, overwrite)
+	return err
+}
+
+// copyFile is Copy; it returns the source's entry, the version copied.
+func (b *Backend) copyFile(ctx context.Context, from, to string, overwrite bool) (*storage.Entry, error) {
 	from, to = path.Clean("/"+from), path.Clean("/"+to)
 	src, err := b.Stat(ctx, from)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if src.Type != storage.TypeFile {
-		return &storage.UnsupportedError{Kind: "s3", Capability: storage.Directories, Op: "copy or rename of a directory"}
+		return nil, &storage.UnsupportedError{Kind: "s3", Capability: storage.Directories, Op: "copy or rename of a directory"}
 	}
 	if dst, err := b.Stat(ctx, to); err == nil {
 		if dst.Type == storage.TypeDir {
-			return fmt.Errorf("copy %s: %w", to, storage.ErrIsDir)
+			return nil, fmt.Errorf("copy %s: %w", to, storage.ErrIsDir)
 		}
 		if !overwrite {
-			return fmt.Errorf("copy %s: %w", to, fs.ErrExist)
+			return nil, fmt.Errorf("copy %s: %w", to, fs.ErrExist)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return nil, err
 	}
 	source := url.PathEscape(b.bucket) + "/" + escapeKey(b.key(from))
-	return b.classify("copy", from, b.copyObject(ctx, source, src.Size, to, nil))
+	var cond *string
+	if src.ETag != "" {
+		cond = aws.String(src.ETag)
+	}
+	if err := b.copyObject(ctx, source, src.Size, to, cond); err != nil {
+		if isPrecondition(err) {
+			return nil, fmt.Errorf("copy %s: %w", from, storage.ErrChanged)
+		}
+		return nil, b.classify("copy", from, err)
+	}
+	return src, nil
 }
 
 // escapeKey URL-escapes each segment of a key for x-amz-copy-source.
