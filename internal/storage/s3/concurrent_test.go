@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,38 +17,45 @@ import (
 	"github.com/sshapi/sshapi/internal/storage"
 )
 
-// hookTransport forwards every request to the real server. Before the first request that match
-// accepts, it runs do: another principal (the owner, with a client of their own) acting at
-// exactly that moment of an operation that takes several requests.
+// hookTransport forwards every request to the real server. Once the first request that after
+// accepts has been answered, it runs do: another principal (the owner, with a client of their
+// own) acting at exactly that moment of an operation that takes several requests.
 type hookTransport struct {
-	match func(*http.Request) bool
+	after func(*http.Request) bool
 	do    func()
 	once  sync.Once
+	ran   atomic.Bool
 }
 
 func (h *hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if h.match != nil && h.match(r) {
-		h.once.Do(h.do)
+	res, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && h.after(r) {
+		h.once.Do(func() { h.do(); h.ran.Store(true) })
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	return res, err
 }
 
-// isDeleteObject is a DeleteObject request (DELETE of a key, no upload id).
-func isDeleteObject(r *http.Request) bool {
-	return r.Method == http.MethodDelete && !r.URL.Query().Has("uploadId")
+// isCopyObject is a CopyObject request.
+func isCopyObject(r *http.Request) bool {
+	return r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "" && !r.URL.Query().Has("uploadId")
+}
+
+// isEmptinessCheck is the listing of at most two keys a non-recursive removal checks with.
+func isEmptinessCheck(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2" && r.URL.Query().Get("max-keys") == "2"
 }
 
 // TestConcurrentWriteSurvives: a backend operation made of several requests never destroys
 // what another principal wrote between them. Each case runs op on a backend whose transport
-// lets the owner write key (directly, with a client of their own) just before the request
-// match names, then checks that the owner's object is still there with its content.
+// lets the owner write key (directly, with a client of their own) right after the request
+// after names, then checks that the owner's object is still there with its content.
 func TestConcurrentWriteSurvives(t *testing.T) {
 	srv := s3test.New(t)
 	for _, tc := range []struct {
 		name  string
-		setup map[string]string // keys stored before op
-		match func(*http.Request) bool
-		key   string // what the owner writes meanwhile
+		setup map[string]string        // keys stored before op
+		after func(*http.Request) bool // the owner writes once this request is answered
+		key   string                   // what the owner writes
 		op    func(ctx context.Context, b *Backend) error
 		want  error // op's error (nil: succeeds)
 	}{
@@ -55,9 +63,16 @@ func TestConcurrentWriteSurvives(t *testing.T) {
 			// The move copied the old version; the owner's new version at the source must not
 			// be deleted with it (it was never copied anywhere).
 			name: "rename, source overwritten before its delete", setup: map[string]string{"d/src": "old"},
-			match: isDeleteObject, key: "d/src",
+			after: isCopyObject, key: "d/src",
 			op:   func(ctx context.Context, b *Backend) error { return b.Rename(ctx, "/d/src", "/d/dst", false) },
 			want: storage.ErrChanged,
+		},
+		{
+			// A non-recursive removal of an empty directory (its marker only) must not sweep a
+			// file the owner put in it after the emptiness check.
+			name: "remove of an empty directory, file added after the check", setup: map[string]string{"d/empty/": ""},
+			after: isEmptinessCheck, key: "d/empty/new.txt",
+			op: func(ctx context.Context, b *Backend) error { return b.Remove(ctx, "/d/empty", false) },
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,13 +91,16 @@ func TestConcurrentWriteSurvives(t *testing.T) {
 				put(k, v)
 			}
 			const theirs = "the owner's new content"
-			hook := &hookTransport{match: tc.match, do: func() { put(tc.key, theirs) }}
+			hook := &hookTransport{after: tc.after, do: func() { put(tc.key, theirs) }}
 			b, err := New(Config{Endpoint: srv.Endpoint, Bucket: bucket, PathStyle: true, AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey,
 				HTTPClient: &http.Client{Transport: hook}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			err = tc.op(ctx, b)
+			if !hook.ran.Load() {
+				t.Fatal("the owner's write never ran: the operation made no request the case waits for")
+			}
 			if (tc.want == nil && err != nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
 				t.Fatalf("op: %v, want %v", err, tc.want)
 			}

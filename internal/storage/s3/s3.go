@@ -15,7 +15,9 @@
 // names the state the earlier ones saw instead of trusting it: Copy and Rename copy only the
 // source version Stat returned (x-amz-copy-source-if-match on its ETag) and Rename deletes the
 // source only while it is still that version (If-Match), so a version written meanwhile is
-// never deleted without having been copied (storage.ErrChanged instead).
+// never deleted without having been copied (storage.ErrChanged instead). A non-recursive Remove
+// of a directory deletes its marker and nothing else, so a key put below it after the check
+// that it is empty survives.
 //
 // Uploads are multipart uploads; a part carries its SHA-256 (x-amz-checksum-sha256) so the
 // server refuses a part whose bytes changed on the way (400 BadDigest), and the object appears
@@ -607,8 +609,9 @@ func (b *Backend) Resume(ctx context.Context, p, id string, known []storage.Part
 	return u, nil
 }
 
-// Remove implements storage.Backend: a file is one DeleteObject; a directory's keys are deleted
-// in batches of 1000, page by page, never all listed at once.
+// Remove implements storage.Backend: a file is one DeleteObject; an empty directory its
+// marker's; with recursive, a directory's keys are deleted in batches of 1000, page by page,
+// never all listed at once.
 func (b *Backend) Remove(ctx context.Context, p string, recursive bool) error {
 	p = path.Clean("/" + p)
 	e, err := b.Stat(ctx, p)
@@ -621,6 +624,9 @@ func (b *Backend) Remove(ctx context.Context, p string, recursive bool) error {
 	}
 	prefix := b.dirPrefix(p)
 	if !recursive {
+		// An empty directory is its marker alone, and the marker is all that is deleted: a key
+		// someone puts below it after this check stays (the directory then goes on existing
+		// as its prefix), where a sweep of the prefix would delete it unseen.
 		out, err := b.c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: &prefix, MaxKeys: aws.Int32(2)})
 		if err != nil {
 			return b.classify("remove", p, err)
@@ -630,6 +636,11 @@ func (b *Backend) Remove(ctx context.Context, p string, recursive bool) error {
 				return fmt.Errorf("remove %s: %w", p, storage.ErrNotEmpty)
 			}
 		}
+		if prefix == "" { // the bucket's top has no marker
+			return nil
+		}
+		_, err = b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: &prefix})
+		return b.classify("remove", p, err)
 	}
 	pages := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: &prefix, MaxKeys: aws.Int32(deleteBatch)})
 	for pages.HasMorePages() {
