@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"strings"
 	"sync"
@@ -35,9 +36,18 @@ func (h *hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return res, err
 }
 
-// isCopyObject is a CopyObject request.
-func isCopyObject(r *http.Request) bool {
-	return r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "" && !r.URL.Query().Has("uploadId")
+// isCopied is the request that makes a copy's destination: CopyObject, or the completion of
+// the multipart upload of a copy made part by part.
+func isCopied(r *http.Request) bool {
+	copyObject := r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "" && !r.URL.Query().Has("uploadId")
+	return copyObject || (r.Method == http.MethodPost && r.URL.Query().Has("uploadId"))
+}
+
+// isHead is a HeadObject request for key.
+func isHead(key string) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		return r.Method == http.MethodHead && strings.HasSuffix(r.URL.Path, "/"+key)
+	}
 }
 
 // isEmptinessCheck is the listing of at most two keys a non-recursive removal checks with.
@@ -63,8 +73,14 @@ func TestConcurrentWriteSurvives(t *testing.T) {
 			// The move copied the old version; the owner's new version at the source must not
 			// be deleted with it (it was never copied anywhere).
 			name: "rename, source overwritten before its delete", setup: map[string]string{"d/src": "old"},
-			after: isCopyObject, key: "d/src",
+			after: isCopied, key: "d/src",
 			op:   func(ctx context.Context, b *Backend) error { return b.Rename(ctx, "/d/src", "/d/dst", false) },
+			want: storage.ErrChanged,
+		},
+		{
+			name: "rename replacing the destination, source overwritten before its delete", setup: map[string]string{"d/src": "old", "d/dst": "replaced"},
+			after: isCopied, key: "d/src",
+			op:   func(ctx context.Context, b *Backend) error { return b.Rename(ctx, "/d/src", "/d/dst", true) },
 			want: storage.ErrChanged,
 		},
 		{
@@ -73,6 +89,20 @@ func TestConcurrentWriteSurvives(t *testing.T) {
 			name: "remove of an empty directory, file added after the check", setup: map[string]string{"d/empty/": ""},
 			after: isEmptinessCheck, key: "d/empty/new.txt",
 			op: func(ctx context.Context, b *Backend) error { return b.Remove(ctx, "/d/empty", false) },
+		},
+		{
+			// A copy that may not overwrite must not replace what the owner put at the
+			// destination after it was checked to be free.
+			name: "copy without overwrite, destination written after the check", setup: map[string]string{"d/src": "mine"},
+			after: isHead("d/dst"), key: "d/dst",
+			op:   func(ctx context.Context, b *Backend) error { return b.Copy(ctx, "/d/src", "/d/dst", false) },
+			want: fs.ErrExist,
+		},
+		{
+			name: "rename without overwrite, destination written after the check", setup: map[string]string{"d/src": "mine"},
+			after: isHead("d/dst"), key: "d/dst",
+			op:   func(ctx context.Context, b *Backend) error { return b.Rename(ctx, "/d/src", "/d/dst", false) },
+			want: fs.ErrExist,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,6 +142,66 @@ func TestConcurrentWriteSurvives(t *testing.T) {
 			out.Body.Close()
 			if err != nil || string(got) != theirs {
 				t.Fatalf("%s holds %q (%v), want the owner's %q", tc.key, got, err, theirs)
+			}
+		})
+	}
+}
+
+// TestCopyWithoutOverwrite: a copy that may not replace its destination (a multipart upload of
+// copied parts, completed with If-None-Match) copies every kind of source whole: an empty one,
+// a small one, and one that is itself a multipart object (whose composite checksum the server
+// reports for a copied part); and it refuses an existing destination.
+func TestCopyWithoutOverwrite(t *testing.T) {
+	srv := s3test.New(t)
+	b, err := New(Config{Endpoint: srv.Endpoint, Bucket: srv.Bucket(t), PathStyle: true, AccessKeyID: srv.AccessKeyID, SecretAccessKey: srv.SecretAccessKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	write := func(p, body string, parts bool) {
+		up, err := b.Create(ctx, p, storage.UploadOptions{Size: int64(len(body))})
+		if err == nil && parts {
+			_, err = up.ID(ctx) // a multipart upload even for a small body
+		}
+		if err == nil {
+			err = up.WritePart(ctx, 1, 0, strings.NewReader(body), int64(len(body)), nil)
+		}
+		if err == nil {
+			_, err = up.Commit(ctx)
+		}
+		if err != nil {
+			t.Fatalf("write %s: %v", p, err)
+		}
+	}
+	for _, tc := range []struct {
+		name, body string
+		multipart  bool
+	}{
+		{"empty", "", false},
+		{"small", "hello", false},
+		{"multipart", "parts", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, dst := "/"+tc.name+"/src", "/"+tc.name+"/dst"
+			write(src, tc.body, tc.multipart)
+			if err := b.Copy(ctx, src, dst, false); err != nil {
+				t.Fatalf("copy: %v", err)
+			}
+			rc, err := b.Open(ctx, dst, 0, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil || string(got) != tc.body {
+				t.Fatalf("copy holds %q (%v), want %q", got, err, tc.body)
+			}
+			if err := b.Copy(ctx, src, dst, false); !errors.Is(err, fs.ErrExist) {
+				t.Fatalf("copy onto the copy: %v, want fs.ErrExist", err)
+			}
+			// A copy of the copy: a source made of copied parts.
+			if err := b.Rename(ctx, dst, dst+"2", false); err != nil {
+				t.Fatalf("move of the copy: %v", err)
 			}
 		})
 	}

@@ -8,17 +8,6 @@
 // both names exist, and a failure between the two leaves both (the capabilities say so: no
 // AtomicRename). There are no modes and no links.
 //
-// # Concurrency
-//
-// Operations that take several requests are open to whatever others do to the bucket between
-// them (the owner, and anything outside sshapi, are ordered by nothing), so each later request
-// names the state the earlier ones saw instead of trusting it: Copy and Rename copy only the
-// source version Stat returned (x-amz-copy-source-if-match on its ETag) and Rename deletes the
-// source only while it is still that version (If-Match), so a version written meanwhile is
-// never deleted without having been copied (storage.ErrChanged instead). A non-recursive Remove
-// of a directory deletes its marker and nothing else, so a key put below it after the check
-// that it is empty survives.
-//
 // Uploads are multipart uploads; a part carries its SHA-256 (x-amz-checksum-sha256) so the
 // server refuses a part whose bytes changed on the way (400 BadDigest), and the object appears
 // only when the upload is completed. Abort, or a failed Commit, aborts the multipart upload, so
@@ -31,6 +20,20 @@
 // Request checksums are computed only when an operation requires them
 // (RequestChecksumCalculation "when required"): the SDK's 2025 default of adding CRC32 trailers
 // to every request breaks many S3-compatible servers.
+//
+// # Concurrency
+//
+// Operations that take several requests are open to whatever others do to the bucket between
+// them (the owner, and anything outside sshapi, are ordered by nothing), so each later request
+// names the state the earlier ones saw instead of trusting it: Copy and Rename copy only the
+// source version Stat returned (x-amz-copy-source-if-match on its ETag) and Rename deletes the
+// source only while it is still that version (If-Match), so a version written meanwhile is
+// never deleted without having been copied (storage.ErrChanged instead). A Copy or Rename that
+// may not overwrite completes its copy with If-None-Match (the copy is then a multipart upload
+// of copied parts: not every server honors If-None-Match on CopyObject), so what someone put
+// at the destination after it was checked free is not replaced (fs.ErrExist). A
+// non-recursive Remove of a directory deletes its marker and nothing else, so a key put below
+// it after the check that it is empty survives.
 package s3
 
 import (
@@ -318,6 +321,10 @@ type upload struct {
 	whole []byte
 	// rec recorded the multipart upload (see WithUploadRecorder); told when it ends.
 	rec UploadRecorder
+	// copied: the parts are copied on the server (copyObject), so the multipart upload is
+	// started without a checksum algorithm and its parts carry none (servers differ in what
+	// they report for a copied part: versitygw gives the source's composite checksum).
+	copied bool
 }
 
 // part is a finished part: what CompleteMultipartUpload needs and what Parts reports.
@@ -336,8 +343,11 @@ func (u *upload) start(ctx context.Context) (string, error) {
 	if u.id != "" {
 		return u.id, nil
 	}
-	out, err := u.b.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key,
-		ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
+	in := &s3.CreateMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key, ChecksumAlgorithm: types.ChecksumAlgorithmSha256}
+	if u.copied {
+		in.ChecksumAlgorithm = ""
+	}
+	out, err := u.b.c.CreateMultipartUpload(ctx, in)
 	if err != nil {
 		return "", u.b.classify("upload", u.p, err)
 	}
@@ -755,7 +765,7 @@ func (b *Backend) copyFile(ctx context.Context, from, to string, overwrite bool)
 	if src.ETag != "" {
 		cond = aws.String(src.ETag)
 	}
-	if err := b.copyObject(ctx, source, src.Size, to, cond); err != nil {
+	if err := b.copyObject(ctx, source, src.Size, to, cond, overwrite); err != nil {
 		if isPrecondition(err) {
 			return nil, fmt.Errorf("copy %s: %w", from, storage.ErrChanged)
 		}
