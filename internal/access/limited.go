@@ -11,7 +11,8 @@ import (
 )
 
 // limited is a storage.Backend whose every request holds one of its owner's S3 slots while it
-// runs (an Open until its reader is closed): the per-owner bound of S3Config.MaxRequestsPerOwner
+// runs (an Open until its reader is closed; every method that makes requests is wrapped here,
+// and an Upload it returns, made by Create or Resume, is wrapped likewise): the per-owner bound of S3Config.MaxRequestsPerOwner
 // within the server's S3Config.MaxRequests. A caller waits for a slot at most wait (then
 // ErrBusy: 503, retry later), or until its context ends. The slots are a slot.Pool: an owner's
 // share exists while one of its requests holds or waits for a slot and is dropped after, so
@@ -92,6 +93,16 @@ func (l *limited) Create(ctx context.Context, p string, opts storage.UploadOptio
 	return &limitedUpload{Upload: u, l: l}, nil
 }
 
+// Resume implements storage.Backend: the listing of the upload's parts runs in a slot, and so
+// does every request of the upload it returns.
+func (l *limited) Resume(ctx context.Context, p, id string, known []storage.Part, opts storage.UploadOptions) (u storage.Upload, err error) {
+	err = l.do(ctx, func() error { u, err = l.Backend.Resume(ctx, p, id, known, opts); return err })
+	if err != nil {
+		return nil, err
+	}
+	return &limitedUpload{Upload: u, l: l}, nil
+}
+
 // Remove implements storage.Backend.
 func (l *limited) Remove(ctx context.Context, p string, recursive bool) error {
 	return l.do(ctx, func() error { return l.Backend.Remove(ctx, p, recursive) })
@@ -112,7 +123,8 @@ func (l *limited) Copy(ctx context.Context, from, to string, overwrite bool) err
 	return l.do(ctx, func() error { return l.Backend.Copy(ctx, from, to, overwrite) })
 }
 
-// limitedUpload runs each part, commit and abort in a slot.
+// limitedUpload runs each request of an upload in a slot: ID (which may start the multipart
+// upload and send a part held back), each part, the commit and the abort.
 type limitedUpload struct {
 	storage.Upload
 	l *limited
@@ -121,6 +133,12 @@ type limitedUpload struct {
 // WritePart implements storage.Upload.
 func (u *limitedUpload) WritePart(ctx context.Context, n int, off int64, r io.Reader, size int64, sum []byte) error {
 	return u.l.do(ctx, func() error { return u.Upload.WritePart(ctx, n, off, r, size, sum) })
+}
+
+// ID implements storage.Upload.
+func (u *limitedUpload) ID(ctx context.Context) (id string, err error) {
+	err = u.l.do(ctx, func() error { id, err = u.Upload.ID(ctx); return err })
+	return id, err
 }
 
 // Commit implements storage.Upload.

@@ -186,3 +186,90 @@ func TestS3SlotsHoldUnderChurn(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnerS3SlotsEveryRequest: every request an owner's backend makes holds one of the owner's
+// slots, those of a resumed upload (the transfer engine's after a restart, the temp keeper's
+// reaping) and of starting an upload for its ID included: with alice's only slot held, each
+// waits.
+func TestOwnerS3SlotsEveryRequest(t *testing.T) {
+	gw := s3test.New(t)
+	b, err := s3.New(s3.Config{Endpoint: gw.Endpoint, Bucket: gw.Bucket(t), PathStyle: true, AccessKeyID: gw.AccessKeyID, SecretAccessKey: gw.SecretAccessKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	r := New(Config{S3: S3Config{MaxRequestsPerOwner: 1}}, Deps{})
+	alice := &limited{Backend: b, slots: r.s3Slots, owner: "alice"}
+	if err := alice.Mkdir(ctx, "/held", false); err != nil {
+		t.Fatal(err)
+	}
+	// started is an upload to p with a multipart upload on the server, and its id.
+	started := func(t *testing.T, p string) (storage.Upload, string) {
+		up, err := alice.Create(ctx, p, storage.UploadOptions{Size: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := up.ID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = up.Abort(context.WithoutCancel(ctx)) })
+		return up, id
+	}
+	resumed := func(t *testing.T, p string) storage.Upload {
+		_, id := started(t, p)
+		up, err := alice.Resume(ctx, p, id, nil, storage.UploadOptions{Size: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return up
+	}
+	for _, tc := range []struct {
+		name string
+		// prepare runs before alice's slot is taken; the request it returns runs while it is.
+		prepare func(t *testing.T) func(ctx context.Context) error
+	}{
+		{"resume", func(t *testing.T) func(context.Context) error {
+			_, id := started(t, "/resume")
+			return func(ctx context.Context) error {
+				_, err := alice.Resume(ctx, "/resume", id, nil, storage.UploadOptions{Size: -1})
+				return err
+			}
+		}},
+		{"part of a resumed upload", func(t *testing.T) func(context.Context) error {
+			up := resumed(t, "/part")
+			return func(ctx context.Context) error { return up.WritePart(ctx, 1, 0, strings.NewReader("x"), 1, nil) }
+		}},
+		{"commit of a resumed upload", func(t *testing.T) func(context.Context) error {
+			up := resumed(t, "/commit")
+			return func(ctx context.Context) error { _, err := up.Commit(ctx); return err }
+		}},
+		{"abort of a resumed upload", func(t *testing.T) func(context.Context) error {
+			up := resumed(t, "/abort")
+			return func(ctx context.Context) error { return up.Abort(ctx) }
+		}},
+		{"id of a new upload", func(t *testing.T) func(context.Context) error {
+			up, err := alice.Create(ctx, "/id", storage.UploadOptions{Size: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = up.Abort(context.WithoutCancel(ctx)) })
+			return func(ctx context.Context) error { _, err := up.ID(ctx); return err }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.prepare(t)
+			rc, err := alice.Open(ctx, "/held/", 0, 0) // holds alice's only slot
+			if err != nil {
+				t.Fatal(err)
+			}
+			short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			err = req(short)
+			cancel()
+			rc.Close()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("with alice's only slot held: %v, want to wait for it", err)
+			}
+		})
+	}
+}

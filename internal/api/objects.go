@@ -133,6 +133,9 @@ func storageProblem(err error) (Problem, bool) {
 		return Problem{Status: http.StatusConflict, Detail: msg}, true
 	case errors.Is(err, files.ErrChecksumMismatch):
 		return Problem{Status: http.StatusUnprocessableEntity, Title: "Checksum mismatch", Detail: msg + " (nothing was written)"}, true
+	case errors.Is(err, storage.ErrChanged):
+		return Problem{Status: http.StatusConflict, Title: "Source changed", Detail: msg,
+			Errors: []FieldError{{Field: "source", Message: "was overwritten by someone else during the operation; look at both paths, then retry"}}}, true
 	case errors.Is(err, context.Canceled):
 		return Problem{Status: 499, Title: "Client Closed Request", Detail: "the request was canceled"}, true
 	case errors.Is(err, context.DeadlineExceeded):

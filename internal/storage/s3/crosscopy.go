@@ -56,7 +56,7 @@ func (b *Backend) CopyFrom(ctx context.Context, src storage.Backend, from, to, e
 	if etag != "" {
 		cond = aws.String(etag)
 	}
-	if err := b.copyObject(ctx, source, se.Size, to, cond); err != nil {
+	if err := b.copyObject(ctx, source, se.Size, to, cond, true); err != nil {
 		if isPrecondition(err) {
 			return nil, true, fmt.Errorf("copy %s: %w", from, storage.ErrChanged)
 		}
@@ -73,19 +73,25 @@ func (b *Backend) CanCopyFrom(src storage.Backend) bool {
 	return ok && s.server == b.server
 }
 
-// copyObject copies source (bucket/key, escaped) of size bytes to p, on the server.
-func (b *Backend) copyObject(ctx context.Context, source string, size int64, p string, ifMatch *string) error {
+// copyObject copies source (bucket/key, escaped) of size bytes to p, on the server: with
+// CopyObject when it may replace what is at p and the object is at most 5 GiB, else as a
+// multipart upload of UploadPartCopy parts (an empty object is stored anew, like a small
+// upload). Without overwrite the completion carries
+// If-None-Match, so an object someone put at p after the caller checked it was free is never
+// replaced (fs.ErrExist): S3-compatible servers do not all honor If-None-Match on CopyObject,
+// while Create's uploads already rely on it at completion.
+func (b *Backend) copyObject(ctx context.Context, source string, size int64, p string, ifMatch *string, overwrite bool) error {
 	key := b.key(p)
-	if size <= maxCopyObject {
+	if size <= maxCopyObject && overwrite {
 		_, err := b.c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &b.bucket, Key: &key, CopySource: &source,
 			CopySourceIfMatch: ifMatch, ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
 		return err
 	}
-	up, err := b.Create(ctx, p, storage.UploadOptions{Size: size, Overwrite: true})
-	if err != nil {
+	u := &upload{b: b, p: p, key: key, opts: storage.UploadOptions{Size: size, Overwrite: overwrite}, parts: map[int]part{}, copied: true}
+	if size == 0 { // no part to copy: the version the caller saw is empty, and so is its copy
+		_, err := u.commitWhole(ctx, []byte{})
 		return err
 	}
-	u := up.(*upload)
 	id, err := u.start(ctx)
 	if err != nil {
 		return err
@@ -100,7 +106,7 @@ func (b *Backend) copyObject(ctx context.Context, source string, size int64, p s
 			return err
 		}
 		u.mu.Lock()
-		u.parts[n] = part{cp: types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.CopyPartResult.ETag, ChecksumSHA256: out.CopyPartResult.ChecksumSHA256},
+		u.parts[n] = part{cp: types.CompletedPart{PartNumber: aws.Int32(int32(n)), ETag: out.CopyPartResult.ETag},
 			sp: storage.Part{Number: n, Offset: off, Size: end - off + 1, ETag: aws.ToString(out.CopyPartResult.ETag)}}
 		u.mu.Unlock()
 	}

@@ -20,6 +20,20 @@
 // Request checksums are computed only when an operation requires them
 // (RequestChecksumCalculation "when required"): the SDK's 2025 default of adding CRC32 trailers
 // to every request breaks many S3-compatible servers.
+//
+// # Concurrency
+//
+// Operations that take several requests are open to whatever others do to the bucket between
+// them (the owner, and anything outside sshapi, are ordered by nothing), so each later request
+// names the state the earlier ones saw instead of trusting it: Copy and Rename copy only the
+// source version Stat returned (x-amz-copy-source-if-match on its ETag) and Rename deletes the
+// source only while it is still that version (If-Match), so a version written meanwhile is
+// never deleted without having been copied (storage.ErrChanged instead). A Copy or Rename that
+// may not overwrite completes its copy with If-None-Match (the copy is then a multipart upload
+// of copied parts: not every server honors If-None-Match on CopyObject), so what someone put
+// at the destination after it was checked free is not replaced (fs.ErrExist). A
+// non-recursive Remove of a directory deletes its marker and nothing else, so a key put below
+// it after the check that it is empty survives.
 package s3
 
 import (
@@ -307,6 +321,10 @@ type upload struct {
 	whole []byte
 	// rec recorded the multipart upload (see WithUploadRecorder); told when it ends.
 	rec UploadRecorder
+	// copied: the parts are copied on the server (copyObject), so the multipart upload is
+	// started without a checksum algorithm and its parts carry none (servers differ in what
+	// they report for a copied part: versitygw gives the source's composite checksum).
+	copied bool
 }
 
 // part is a finished part: what CompleteMultipartUpload needs and what Parts reports.
@@ -325,8 +343,11 @@ func (u *upload) start(ctx context.Context) (string, error) {
 	if u.id != "" {
 		return u.id, nil
 	}
-	out, err := u.b.c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key,
-		ChecksumAlgorithm: types.ChecksumAlgorithmSha256})
+	in := &s3.CreateMultipartUploadInput{Bucket: &u.b.bucket, Key: &u.key, ChecksumAlgorithm: types.ChecksumAlgorithmSha256}
+	if u.copied {
+		in.ChecksumAlgorithm = ""
+	}
+	out, err := u.b.c.CreateMultipartUpload(ctx, in)
 	if err != nil {
 		return "", u.b.classify("upload", u.p, err)
 	}
@@ -598,8 +619,9 @@ func (b *Backend) Resume(ctx context.Context, p, id string, known []storage.Part
 	return u, nil
 }
 
-// Remove implements storage.Backend: a file is one DeleteObject; a directory's keys are deleted
-// in batches of 1000, page by page, never all listed at once.
+// Remove implements storage.Backend: a file is one DeleteObject; an empty directory its
+// marker's; with recursive, a directory's keys are deleted in batches of 1000, page by page,
+// never all listed at once.
 func (b *Backend) Remove(ctx context.Context, p string, recursive bool) error {
 	p = path.Clean("/" + p)
 	e, err := b.Stat(ctx, p)
@@ -612,6 +634,9 @@ func (b *Backend) Remove(ctx context.Context, p string, recursive bool) error {
 	}
 	prefix := b.dirPrefix(p)
 	if !recursive {
+		// An empty directory is its marker alone, and the marker is all that is deleted: a key
+		// someone puts below it after this check stays (the directory then goes on existing
+		// as its prefix), where a sweep of the prefix would delete it unseen.
 		out, err := b.c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: &prefix, MaxKeys: aws.Int32(2)})
 		if err != nil {
 			return b.classify("remove", p, err)
@@ -621,6 +646,11 @@ func (b *Backend) Remove(ctx context.Context, p string, recursive bool) error {
 				return fmt.Errorf("remove %s: %w", p, storage.ErrNotEmpty)
 			}
 		}
+		if prefix == "" { // the bucket's top has no marker
+			return nil
+		}
+		_, err = b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: &prefix})
+		return b.classify("remove", p, err)
 	}
 	pages := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: &prefix, MaxKeys: aws.Int32(deleteBatch)})
 	for pages.HasMorePages() {
@@ -683,38 +713,65 @@ func (b *Backend) headFile(ctx context.Context, p string) (bool, error) {
 	return false, err
 }
 
-// Rename implements storage.Backend for files: a server-side copy, then a delete. Not atomic.
+// Rename implements storage.Backend for files: a server-side copy, then a delete. Not atomic,
+// but it never loses a version: the copy is conditional on the source's ETag as Stat saw it
+// (x-amz-copy-source-if-match) and so is the delete (If-Match), so a source that another
+// principal overwrites before the copy is not copied, and one overwritten between the copy and
+// the delete is not deleted: both are storage.ErrChanged, the second with both names kept (the
+// destination holding the version copied, the source the new one).
 func (b *Backend) Rename(ctx context.Context, from, to string, overwrite bool) error {
-	if err := b.Copy(ctx, from, to, overwrite); err != nil {
+	from = path.Clean("/" + from)
+	src, err := b.copyFile(ctx, from, to, overwrite)
+	if err != nil {
 		return err
 	}
-	_, err := b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(from))})
+	_, err = b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(from)), IfMatch: aws.String(src.ETag)})
+	if isPrecondition(err) {
+		return fmt.Errorf("rename %s: the source changed after it was copied to %s, both are kept: %w", from, path.Clean("/"+to), storage.ErrChanged)
+	}
 	return b.classify("rename: delete the source", from, err)
 }
 
 // Copy implements storage.Backend for files with CopyObject, part by part (UploadPartCopy) above
-// 5 GiB (see copyObject).
+// 5 GiB (see copyObject), conditional on the source's ETag as Stat saw it: a source overwritten
+// meanwhile is storage.ErrChanged.
 func (b *Backend) Copy(ctx context.Context, from, to string, overwrite bool) error {
+	_, err := b.copyFile(ctx, from, to, overwrite)
+	return err
+}
+
+// copyFile is Copy; it returns the source's entry, the version copied.
+func (b *Backend) copyFile(ctx context.Context, from, to string, overwrite bool) (*storage.Entry, error) {
 	from, to = path.Clean("/"+from), path.Clean("/"+to)
 	src, err := b.Stat(ctx, from)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if src.Type != storage.TypeFile {
-		return &storage.UnsupportedError{Kind: "s3", Capability: storage.Directories, Op: "copy or rename of a directory"}
+		return nil, &storage.UnsupportedError{Kind: "s3", Capability: storage.Directories, Op: "copy or rename of a directory"}
 	}
 	if dst, err := b.Stat(ctx, to); err == nil {
 		if dst.Type == storage.TypeDir {
-			return fmt.Errorf("copy %s: %w", to, storage.ErrIsDir)
+			return nil, fmt.Errorf("copy %s: %w", to, storage.ErrIsDir)
 		}
 		if !overwrite {
-			return fmt.Errorf("copy %s: %w", to, fs.ErrExist)
+			return nil, fmt.Errorf("copy %s: %w", to, fs.ErrExist)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return nil, err
 	}
 	source := url.PathEscape(b.bucket) + "/" + escapeKey(b.key(from))
-	return b.classify("copy", from, b.copyObject(ctx, source, src.Size, to, nil))
+	var cond *string
+	if src.ETag != "" {
+		cond = aws.String(src.ETag)
+	}
+	if err := b.copyObject(ctx, source, src.Size, to, cond, overwrite); err != nil {
+		if isPrecondition(err) {
+			return nil, fmt.Errorf("copy %s: %w", from, storage.ErrChanged)
+		}
+		return nil, b.classify("copy", from, err)
+	}
+	return src, nil
 }
 
 // escapeKey URL-escapes each segment of a key for x-amz-copy-source.
