@@ -725,7 +725,7 @@ func (b *Backend) Rename(ctx context.Context, from, to string, overwrite bool) e
 	if err != nil {
 		return err
 	}
-	_, err = b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(from)), IfMatch: aws.String(src.ETag)})
+	_, err = b.c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(from)), IfMatch: versionCond(src)})
 	if isPrecondition(err) {
 		return fmt.Errorf("rename %s: the source changed after it was copied to %s, both are kept: %w", from, path.Clean("/"+to), storage.ErrChanged)
 	}
@@ -761,17 +761,22 @@ func (b *Backend) copyFile(ctx context.Context, from, to string, overwrite bool)
 		return nil, err
 	}
 	source := url.PathEscape(b.bucket) + "/" + escapeKey(b.key(from))
-	var cond *string
-	if src.ETag != "" {
-		cond = aws.String(src.ETag)
-	}
-	if err := b.copyObject(ctx, source, src.Size, to, cond, overwrite); err != nil {
+	if err := b.copyObject(ctx, source, src.Size, to, versionCond(src), overwrite); err != nil {
 		if isPrecondition(err) {
 			return nil, fmt.Errorf("copy %s: %w", from, storage.ErrChanged)
 		}
 		return nil, b.classify("copy", from, err)
 	}
 	return src, nil
+}
+
+// versionCond is the condition (If-Match, x-amz-copy-source-if-match) that names e's version,
+// or nil (no condition) for an entry without an ETag.
+func versionCond(e *storage.Entry) *string {
+	if e.ETag == "" {
+		return nil
+	}
+	return aws.String(e.ETag)
 }
 
 // escapeKey URL-escapes each segment of a key for x-amz-copy-source.
