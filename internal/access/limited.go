@@ -123,6 +123,37 @@ func (l *limited) Copy(ctx context.Context, from, to string, overwrite bool) err
 	return l.do(ctx, func() error { return l.Backend.Copy(ctx, from, to, overwrite) })
 }
 
+// CanCopyFrom implements storage.CrossCopier: the wrapped backend decides, asked about src's own
+// backend (an owner's limited backend is unwrapped), so a transfer between two buckets of one
+// server reached with one credential is copied on the server through the API too.
+func (l *limited) CanCopyFrom(src storage.Backend) bool {
+	cc, ok := l.Backend.(storage.CrossCopier)
+	return ok && cc.CanCopyFrom(unlimited(src))
+}
+
+// CopyFrom implements storage.CrossCopier. The copy holds one slot of this backend's owner (the
+// destination's, whose credential makes its requests) until it ends; the source's owner holds
+// none, so a copy between two backends of one owner never waits for a second slot of its own.
+// Its requests are bounded all the same: a copy makes at most one at a time.
+func (l *limited) CopyFrom(ctx context.Context, src storage.Backend, from, to, etag string) (e *storage.Entry, ok bool, err error) {
+	cc, isCopier := l.Backend.(storage.CrossCopier)
+	if !isCopier || !cc.CanCopyFrom(unlimited(src)) {
+		return nil, false, nil
+	}
+	err = l.do(ctx, func() error { e, ok, err = cc.CopyFrom(ctx, unlimited(src), from, to, etag); return err })
+	return e, ok, err
+}
+
+// unlimited is b without the per-owner wrapper.
+func unlimited(b storage.Backend) storage.Backend {
+	if l, ok := b.(*limited); ok {
+		return l.Backend
+	}
+	return b
+}
+
+var _ storage.CrossCopier = (*limited)(nil)
+
 // limitedUpload runs each request of an upload in a slot: ID (which may start the multipart
 // upload and send a part held back), each part, the commit and the abort.
 type limitedUpload struct {

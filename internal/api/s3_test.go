@@ -684,3 +684,43 @@ func TestS3TransfersThroughAPI(t *testing.T) {
 		t.Fatalf("%d incomplete multipart uploads left", n)
 	}
 }
+
+// TestS3ServerSideCopyThroughAPI: a transfer between two buckets of one server reached with one
+// credential, submitted through the API, is copied on the server (storage.CrossCopier through
+// the access layer's per-owner wrapper): the source, uploaded through the API and so stored with
+// its full-object SHA-256, is never read by sshapi (bytes_read 0), and the copy is verified.
+func TestS3ServerSideCopyThroughAPI(t *testing.T) {
+	var eng *transfer.Engine
+	e := newS3EnvWith(t, withTransferEngine(t, transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond}, &eng))
+	other := e.gw.Bucket(t)
+	e.registerS3("alice", "bkt2", other, e.gw.AccessKeyID, e.gw.SecretAccessKey)
+	body := make([]byte, 1<<20+7)
+	if _, err := rand.Read(body); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.do("alice", "PUT", "/v1/systems/bkt/content/proj/run/x.bin?parents=true", string(body)); r.status != 201 {
+		t.Fatalf("upload: %d %s", r.status, r.body)
+	}
+	r := e.do("alice", "POST", "/v1/transfers", map[string]any{"source": map[string]any{"system": "bkt", "path": "/proj/run"},
+		"destination": map[string]any{"system": "bkt2", "path": "/copy"}, "recursive": true, "verify": "sha256"})
+	if r.status != 202 {
+		t.Fatalf("create transfer: %d %s", r.status, r.body)
+	}
+	m := e.waitTransfer("alice", r.json(t)["id"].(string), time.Minute)
+	if m["status"] != "succeeded" || m["bytes_done"] != float64(len(body)) {
+		t.Fatalf("transfer: %v", m)
+	}
+	if m["bytes_read"] != float64(0) {
+		t.Fatalf("sshapi read %v bytes of the source; a copy on the server reads none", m["bytes_read"])
+	}
+	key := "copy/x.bin"
+	out, err := e.client.GetObject(context.Background(), &s3.GetObjectInput{Bucket: &other, Key: &key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(out.Body)
+	out.Body.Close()
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("the copy: %d bytes, want %d (%v)", len(got), len(body), err)
+	}
+}
