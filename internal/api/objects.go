@@ -330,6 +330,11 @@ func (s *Server) objectOp(w http.ResponseWriter, r *http.Request, d *access.Deci
 	start := time.Now()
 	out := a.show
 	err := objectCall(r, d, func(ctx context.Context, st storage.Backend) error {
+		// A copy (a move's too) that may not overwrite is a multipart upload of copied parts:
+		// recorded like a PUT's, so one left by a killed instance is aborted.
+		temps, finish := s.temps.forRequest(d)
+		defer finish()
+		ctx = temps.withUploads(ctx)
 		switch op {
 		case "mkdir":
 			out["marker"] = strings.TrimSuffix(ps[0], "/") + "/"

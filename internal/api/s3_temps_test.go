@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"testing"
 	"time"
 
@@ -82,5 +85,62 @@ func TestS3PutUploadInTheLedger(t *testing.T) {
 	}
 	if n := e.uploadsLeft(); n != 0 {
 		t.Fatalf("%d multipart uploads left after the sweep", n)
+	}
+}
+
+// TestS3CopyUploadInTheLedger: a copy that may not overwrite is a multipart upload of copied
+// parts (storage/s3's copyObject), and like a PUT's it is in the temporary-name ledger while it
+// runs, so the sweep aborts it if the instance is killed mid-copy; it is forgotten once the copy
+// completes. A proxy in front of the S3 server holds the part copy to look in between.
+func TestS3CopyUploadInTheLedger(t *testing.T) {
+	e := newS3Env(t)
+	ctx := context.Background()
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	upstream, err := url.Parse(e.gw.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(upstream)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.URL.Query().Has("partNumber") && r.Header.Get("X-Amz-Copy-Source") != "" {
+			held <- struct{}{}
+			<-release
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+	r := e.do("alice", "POST", "/v1/systems", map[string]any{"id": "held", "kind": "s3", "endpoint": proxy.URL, "bucket": e.bucket, "path_style": true})
+	if r.status != 201 {
+		t.Fatalf("create s3 system: %d %s", r.status, r.body)
+	}
+	if r := e.do("alice", "PUT", "/v1/systems/held/credential", map[string]any{"access_key_id": e.gw.AccessKeyID, "secret_access_key": e.gw.SecretAccessKey}); r.status != 200 {
+		t.Fatalf("put s3 credential: %d %s", r.status, r.body)
+	}
+	e.putObject("d/src.bin", "the source")
+	answered := make(chan resp, 1)
+	go func() {
+		answered <- e.do("alice", "POST", "/v1/systems/held/ops/copy", map[string]any{"source": "/d/src.bin", "destination": "/d/dst.bin"})
+	}()
+	<-held
+	recs, err := e.api.deps.Store.ClaimTemps(ctx, time.Now().Add(time.Hour), time.Now(), 10)
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &e.bucket})
+	if err != nil || len(out.Uploads) != 1 {
+		t.Fatalf("multipart uploads while the part copy is held: %v %v", out, err)
+	}
+	if len(recs) != 1 || recs[0].UploadID != aws.ToString(out.Uploads[0].UploadId) || recs[0].Name != "/d/dst.bin" || recs[0].SystemID != "held" {
+		t.Fatalf("ledger while the copy runs: %+v, want the upload %s", recs, aws.ToString(out.Uploads[0].UploadId))
+	}
+	if r := <-answered; r.status != 200 {
+		t.Fatalf("copy: %d %s", r.status, r.body)
+	}
+	if err := e.api.Temps().flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := e.api.deps.Store.ClaimTemps(ctx, time.Now().Add(time.Hour), time.Now(), 10); err != nil || len(recs) != 0 {
+		t.Fatalf("the completed copy's record stayed: %+v %v", recs, err)
 	}
 }
