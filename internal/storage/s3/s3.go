@@ -229,14 +229,14 @@ func (b *Backend) List(ctx context.Context, dir, cursor string, limit int) (*sto
 	page := &storage.Page{}
 	for _, cp := range out.CommonPrefixes {
 		name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(cp.Prefix), prefix), "/")
-		if name == "" {
+		if !listable(name) {
 			continue
 		}
 		page.Entries = append(page.Entries, storage.Entry{Path: path.Join(dir, name), Name: name, Type: storage.TypeDir})
 	}
 	for _, o := range out.Contents {
 		name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
-		if name == "" { // the directory's marker
+		if !listable(name) { // "": the directory's marker
 			continue
 		}
 		page.Entries = append(page.Entries, storage.Entry{Path: path.Join(dir, name), Name: name, Type: storage.TypeFile,
@@ -257,6 +257,16 @@ func (b *Backend) List(ctx context.Context, dir, cursor string, limit int) (*sto
 		}
 	}
 	return page, nil
+}
+
+// listable reports whether name, what a key holds below a listed directory's prefix, names an
+// entry of that directory. Not "" (the directory's marker), and not a name no path can reach:
+// ".", ".." or one with a "/" (a server that ignored the delimiter). AWS S3 stores a key such as
+// "d/../x" literally (another tool may have written it), and the entry's path, d joined with
+// "..", would be d's parent: a walk (a transfer, an archive, a recursive delete) would climb out
+// of the directory, the grant or the system's prefix it was confined to.
+func listable(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
 }
 
 // Open implements storage.Backend with a ranged GET.
