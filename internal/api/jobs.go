@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sshapi/sshapi/internal/access"
+	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/jobs"
 	"github.com/sshapi/sshapi/internal/sshpool"
@@ -36,11 +38,24 @@ func (s *Server) jobsOn(r *http.Request) (*jobCtx, error) {
 	if s.deps.Jobs == nil {
 		return nil, errStatus(http.StatusServiceUnavailable, "batch jobs are not enabled on this server")
 	}
-	t, sys, err := s.target(r.Context(), principal(r).User, r.PathValue("id"))
+	owner, ref := principal(r).User, r.PathValue("id")
+	t, sys, err := s.target(r.Context(), owner, ref)
 	if err != nil {
 		return nil, err
 	}
-	return &jobCtx{slurm: &jobs.Slurm{Run: command.Exec{Pool: s.deps.Pool, Target: t}, Sched: s.deps.Jobs.SchedulerFor(sys.Host, sys.Port)},
+	// The shared poll of this credential outlives the request: before each poll it decides
+	// again, as this request did, and ends every watcher once that is refused (package jobs).
+	allowed := func(ctx context.Context) error {
+		d, err := s.access.Resolve(ctx, access.Request{Caller: auth.Principal{User: owner}, System: ref, Level: access.Command})
+		if err != nil {
+			return err
+		}
+		if d.Target.Key != t.Key || d.Target.Addr != t.Addr {
+			return &httpError{status: http.StatusConflict, detail: fmt.Sprintf("system %q changed (its address or credential) while its jobs were watched: ask again", ref)}
+		}
+		return nil
+	}
+	return &jobCtx{slurm: &jobs.Slurm{Run: command.Exec{Pool: s.deps.Pool, Target: t}, Sched: s.deps.Jobs.SchedulerFor(sys.Host, sys.Port), Allowed: allowed},
 		key: t.Key, user: t.Key.User, svc: s.deps.Jobs}, nil
 }
 
@@ -536,6 +551,10 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request) error {
 			}
 		case snap := <-watch.C():
 			if snap.Err != nil {
+				if errors.Is(snap.Err, jobs.ErrRevoked) {
+					send("error", s.problemFor(r, jobErr(snap.Err)))
+					return nil
+				}
 				if !down && errors.Is(snap.Err, jobs.ErrUnavailable) {
 					down = true
 					if !send("unavailable", map[string]string{"detail": snap.Err.Error()}) {

@@ -17,6 +17,21 @@
 //
 // Shared polling (Poller): however many clients watch jobs of one credential, one squeue runs
 // per credential per interval and its result is fanned out to every watcher.
+//
+// # Concurrency: access that ends while someone watches
+//
+// A request is decided once, when it starts; a wait, an event stream or a followed output then
+// lasts as long as the job, on the shared feed of its credential. So the feed decides again
+// before every squeue (Slurm.Allowed: one store read of the system, its credential and the
+// operator's switches). When that refuses (the owner deleted the system or its credential, or
+// an operator disabled the owner or the system), the feed is removed and ends, under the
+// Poller's lock and then its own, in one step: every waiter and watcher gets the refusal
+// (ErrRevoked) as its last snapshot, and a request that finds the feed ended afterwards asks
+// for a new one, which decides for itself. Nothing runs as the remote account after the
+// refusal: the feed stops polling, and a followed output's tail ends with its wait. What a
+// watcher can still be handed is the last snapshot from before the refusal, at most one
+// interval old (and on another instance the operator's switch takes access.Config's
+// DisabledCacheTTL to be seen).
 package jobs
 
 import (
@@ -33,6 +48,9 @@ var (
 	ErrForbidden = errors.New("job belongs to another user")
 	// ErrUnavailable: the scheduler's controller does not answer; retry later.
 	ErrUnavailable = errors.New("scheduler controller unavailable")
+	// ErrRevoked: the caller's access to the scheduler ended while it watched (Slurm.Allowed
+	// refused); the error also wraps the refusal itself.
+	ErrRevoked = errors.New("access to the scheduler ended")
 )
 
 // FieldError is a request field the scheduler (or validation) refused.

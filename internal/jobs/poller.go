@@ -67,6 +67,9 @@ type feed struct {
 	polls    int64
 	done     map[string]*Job    // finished jobs' full records (exit codes), bounded by maxDone
 	lookups  singleflight.Group // one scontrol per job id at a time, however many ask
+	// ended is set, with the feed removed from the Poller, once Slurm.Allowed refused: the
+	// feed polls no more and whoever finds it asks feedFor for a new one.
+	ended error
 }
 
 // maxDone bounds the finished jobs' records a feed keeps.
@@ -146,6 +149,23 @@ func (p *Poller[K]) feedFor(key K, s *Slurm) (*feed, error) {
 	return f, nil
 }
 
+// liveFeed returns key's feed locked, one that has not ended: a feed found ended (its access
+// was refused after feedFor returned it) has left the Poller already, so feedFor's next answer
+// is a new one, which decides for itself.
+func (p *Poller[K]) liveFeed(key K, s *Slurm) (*feed, error) {
+	for {
+		f, err := p.feedFor(key, s)
+		if err != nil {
+			return nil, err
+		}
+		f.mu.Lock()
+		if f.ended == nil {
+			return f, nil
+		}
+		f.mu.Unlock()
+	}
+}
+
 // run polls for one feed while it is used, at most once per Interval.
 func (p *Poller[K]) run(key K, f *feed) {
 	defer p.wg.Done()
@@ -179,12 +199,21 @@ func (p *Poller[K]) run(key K, f *feed) {
 			continue
 		}
 		f.running, f.lastRun = true, time.Now()
-		f.polls++
 		s := f.slurm
 		f.mu.Unlock()
 
-		snap := &Snapshot{At: time.Now(), Jobs: map[string]*Job{}}
 		ctx, cancel := context.WithTimeout(p.ctx, 60*time.Second)
+		if s.Allowed != nil {
+			if err := s.Allowed(ctx); err != nil {
+				cancel()
+				p.end(key, f, err)
+				return
+			}
+		}
+		f.mu.Lock()
+		f.polls++
+		f.mu.Unlock()
+		snap := &Snapshot{At: time.Now(), Jobs: map[string]*Job{}}
 		list, err := s.List(ctx)
 		cancel()
 		if err != nil {
@@ -198,10 +227,30 @@ func (p *Poller[K]) run(key K, f *feed) {
 	}
 }
 
+// end removes key's feed f and ends it with refusal, in one step under both locks (see the
+// package doc): every waiter and watcher gets it as the last snapshot, and a caller that finds
+// the feed later sees f.ended and asks for a new feed.
+func (p *Poller[K]) end(key K, f *feed, refusal error) {
+	p.mu.Lock() // lock order: Poller, then feed
+	defer p.mu.Unlock()
+	if p.feeds[key] == f {
+		delete(p.feeds, key)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ended = fmt.Errorf("%w: %w", ErrRevoked, refusal)
+	f.publishLocked(&Snapshot{At: time.Now(), Err: f.ended})
+}
+
 // publish hands snap to every waiter and watcher.
 func (f *feed) publish(snap *Snapshot) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.publishLocked(snap)
+}
+
+// publishLocked is publish with f.mu held.
+func (f *feed) publishLocked(snap *Snapshot) {
 	f.running = false
 	if snap.Err == nil || f.last == nil || f.last.Err != nil {
 		f.last = snap
@@ -229,11 +278,10 @@ func (f *feed) fail(err error) {
 // Snapshot returns key's jobs as of at most maxAge ago (a cached result when it is fresh enough;
 // otherwise it waits for the feed's next squeue, which runs at most once per Interval).
 func (p *Poller[K]) Snapshot(ctx context.Context, key K, s *Slurm, maxAge time.Duration) (*Snapshot, error) {
-	f, err := p.feedFor(key, s)
+	f, err := p.liveFeed(key, s)
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	if f.last != nil && f.last.Err == nil && time.Since(f.last.At) <= maxAge {
 		snap := f.last
 		f.mu.Unlock()
@@ -283,11 +331,10 @@ func (w *Watch) Close() {
 
 // Watch subscribes to key's snapshots: the feed polls every Interval while any watch is open.
 func (p *Poller[K]) Watch(key K, s *Slurm) (*Watch, error) {
-	f, err := p.feedFor(key, s)
+	f, err := p.liveFeed(key, s)
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.watchers) >= p.cfg.MaxWatchersPerKey {
 		return nil, fmt.Errorf("%w: %d watchers on this credential", ErrBusy, len(f.watchers))
@@ -386,8 +433,8 @@ func (p *Poller[K]) Wait(ctx context.Context, key K, s *Slurm, user, id, want st
 			return j, ctx.Err()
 		case snap := <-w.C():
 			if snap.Err != nil {
-				if j == nil {
-					return nil, snap.Err
+				if j == nil || errors.Is(snap.Err, ErrRevoked) {
+					return j, snap.Err
 				}
 				continue
 			}

@@ -49,6 +49,11 @@ const (
 type Slurm struct {
 	Run   Runner
 	Sched Scheduler
+	// Allowed, when set, decides afresh whether the caller may still reach the scheduler this
+	// way (the system, its credential and the operator's switches as they are now). A Poller
+	// asks it before every shared poll; an error ends the credential's feed and every watcher
+	// of it (see Poller).
+	Allowed func(ctx context.Context) error
 }
 
 // command builds the quoted command line: env LC_ALL=C TZ=UTC [Sched.Env] [extra] <bin> args.

@@ -39,6 +39,10 @@ const SSHDPath = "/usr/sbin/sshd"
 type Options struct {
 	// User is the remote account; DefaultUser when empty.
 	User string
+	// Shell, when set, is made the remote account's login shell (sshd runs every command as
+	// `SHELL -c LINE`), e.g. "/usr/bin/fish". Give such a server a User of its own: the
+	// account keeps the shell for every test binary that logs into it.
+	Shell string
 	// ExtraConfig is appended to sshd_config verbatim (e.g. "MaxSessions 3").
 	ExtraConfig string
 	// NoSFTP leaves out the Subsystem line, as at centres that turn SFTP off: a subsystem
@@ -131,6 +135,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	home, err := EnsureUser(ctx, opts.User)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Shell != "" {
+		if err := setShell(ctx, opts.User, opts.Shell); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		return nil, fmt.Errorf("privsep dir: %w", err)
@@ -399,6 +408,19 @@ func EnsureUser(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("lookup %s: %w", name, err)
 	}
 	return u.HomeDir, nil
+}
+
+// setShell makes shell the login shell of the local account name.
+func setShell(ctx context.Context, name, shell string) error {
+	userMu.Lock()
+	defer userMu.Unlock()
+	if _, err := os.Stat(shell); err != nil {
+		return fmt.Errorf("login shell %s (scripts/install-deps installs it): %w", shell, err)
+	}
+	if out, err := exec.CommandContext(ctx, "usermod", "--shell", shell, name).CombinedOutput(); err != nil {
+		return fmt.Errorf("usermod --shell %s %s: %w: %s", shell, name, err, out)
+	}
+	return nil
 }
 
 // SetPassword gives the local account name (see EnsureUser) the password pw, for servers that
