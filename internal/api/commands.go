@@ -89,7 +89,7 @@ func (s *Server) runBuffered(ctx context.Context, owner, id string, req command.
 		return nil, err
 	}
 	wctx, cancel := s.budgetCtx(ctx)
-	res, err := s.outputs.Reserve(wctx, 2*req.MaxOutput)
+	res, err := s.outputs.Reserve(wctx, owner, 2*req.MaxOutput)
 	cancel()
 	if err != nil {
 		return nil, errBusy("command output budget", err)

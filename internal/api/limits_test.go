@@ -50,7 +50,8 @@ func chownToUser(t *testing.T, p, name string) {
 // while one buffered command holds the whole budget another is answered 503 with Retry-After
 // (streams are not held back), and once it finishes the budget is whole again.
 func TestCommandOutputBudget(t *testing.T) {
-	e := newEnvConfig(t, Config{CommandOutputBudgetBytes: 2 << 20, CommandMaxOutputBytes: 1 << 20, BudgetWait: 300 * time.Millisecond}, nil)
+	e := newEnvConfig(t, Config{CommandOutputBudgetBytes: 2 << 20, CommandOutputBudgetPerOwnerBytes: 2 << 20, CommandMaxOutputBytes: 1 << 20,
+		BudgetWait: 300 * time.Millisecond}, nil)
 	e.register("alice", "hpc")
 	dir := e.srv.MkTemp(t)
 
@@ -86,6 +87,42 @@ func TestCommandOutputBudget(t *testing.T) {
 	r = e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "echo hi", "max_output_bytes": 1 << 20})
 	if r.status != 200 || r.json(t)["stdout"] != "hi\n" {
 		t.Fatalf("after release: %d %s", r.status, r.body)
+	}
+}
+
+// TestCommandOutputBudgetShares: while alice's long buffered command holds her whole share of
+// the output budget, her next one waits for her share and is answered 503 saying so, and bob's
+// runs at once from the rest of the budget (before the share, alice's next was admitted too, so
+// two such commands of hers held all of it and everyone else's were the 503s).
+func TestCommandOutputBudgetShares(t *testing.T) {
+	e := newEnvConfig(t, Config{CommandOutputBudgetBytes: 4 << 20, CommandOutputBudgetPerOwnerBytes: 2 << 20, CommandMaxOutputBytes: 1 << 20,
+		BudgetWait: 300 * time.Millisecond}, nil)
+	e.register("alice", "hpc")
+	e.register("bob", "hpc")
+	dir := e.srv.MkTemp(t)
+	holder := make(chan resp, 1)
+	go func() {
+		holder <- e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{
+			"command":          fmt.Sprintf("touch %s/started; while [ ! -e %s/go ]; do sleep 0.05; done; echo done", dir, dir),
+			"max_output_bytes": 1 << 20, "timeout_s": 30})
+	}()
+	waitFor(t, 20*time.Second, "alice's holding command to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
+	r := e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "echo hi", "max_output_bytes": 1 << 20})
+	if r.status != 503 || !strings.Contains(string(r.body), "your whole share") || r.header.Get("Retry-After") == "" {
+		t.Fatalf("alice past her share: %d %s", r.status, r.body)
+	}
+	r = e.do("bob", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "echo hi", "max_output_bytes": 1 << 20})
+	if r.status != 200 || r.json(t)["stdout"] != "hi\n" {
+		t.Fatalf("bob while alice holds her share: %d %s", r.status, r.body)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-holder; h.status != 200 || h.json(t)["stdout"] != "done\n" {
+		t.Fatalf("holder: %d %s", h.status, h.body)
 	}
 }
 
@@ -156,7 +193,7 @@ func TestStalledStreamReleasesChannel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnvConfig(t, Config{StreamWriteTimeout: tt.stall}, nil)
 			e.register("alice", "hpc")
-			body := fmt.Sprintf(`{"command":"exec yes stalled-stream-test","timeout_s":%d,"max_output_bytes":67108864}`, tt.timeoutS)
+			body := fmt.Sprintf(`{"command":"exec yes stalled-stream-test","timeout_s":%d,"max_output_bytes":33554432}`, tt.timeoutS)
 			_ = rawRequest(t, e, "POST", "/v1/systems/hpc/commands", body, "Accept", "application/x-ndjson")
 			if e.pool.Stats().ChannelsInUse == 0 {
 				t.Fatal("no channel in use while the command streams")

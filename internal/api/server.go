@@ -50,8 +50,12 @@ type Config struct {
 	// at once, server-wide (default 128 MiB). A buffered command reserves twice its
 	// max_output_bytes (stdout and stderr) before it starts.
 	CommandOutputBudgetBytes int64 `yaml:"command_output_budget_bytes" env:"COMMAND_OUTPUT_BUDGET_BYTES"`
-	// CommandMaxOutputBytes caps max_output_bytes of one request (default 64 MiB; at most half
-	// the budget).
+	// CommandOutputBudgetPerOwnerBytes is one user's share of CommandOutputBudgetBytes (default
+	// half of it): one user's buffered commands, however long they run, never hold the whole
+	// budget, so the other users' still start.
+	CommandOutputBudgetPerOwnerBytes int64 `yaml:"command_output_budget_per_owner_bytes" env:"COMMAND_OUTPUT_BUDGET_PER_OWNER_BYTES"`
+	// CommandMaxOutputBytes caps max_output_bytes of one request (default 32 MiB; at most half
+	// a user's share of the budget).
 	CommandMaxOutputBytes int64 `yaml:"command_max_output_bytes" env:"COMMAND_MAX_OUTPUT_BYTES"`
 	// BudgetWait bounds how long a request waits for output budget or a download buffer
 	// before it is answered 503 with Retry-After (default 30s; the request's own deadline, if
@@ -142,7 +146,8 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxBodyBytes, 1<<20)
 	setDefault(&c.MaxFanout, 32)
 	setDefault(&c.CommandOutputBudgetBytes, 128<<20)
-	setDefault(&c.CommandMaxOutputBytes, min(command.MaxMaxOutput, c.CommandOutputBudgetBytes/2))
+	setDefault(&c.CommandOutputBudgetPerOwnerBytes, c.CommandOutputBudgetBytes/2)
+	setDefault(&c.CommandMaxOutputBytes, min(command.MaxMaxOutput, c.CommandOutputBudgetPerOwnerBytes/2))
 	setDefault(&c.BudgetWait, 30*time.Second)
 	setDefault(&c.StreamWriteTimeout, 60*time.Second)
 	setDefault(&c.UploadIdleTimeout, 60*time.Second)
@@ -196,8 +201,11 @@ func (c Config) BudgetBytes() int64 {
 // Validate checks limits that contradict each other.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if 2*c.CommandMaxOutputBytes > c.CommandOutputBudgetBytes {
-		return fmt.Errorf("http: command_max_output_bytes (%d) must be at most half of command_output_budget_bytes (%d): a buffered command reserves stdout and stderr", c.CommandMaxOutputBytes, c.CommandOutputBudgetBytes)
+	if c.CommandOutputBudgetPerOwnerBytes > c.CommandOutputBudgetBytes {
+		return fmt.Errorf("http: command_output_budget_per_owner_bytes (%d) must not exceed command_output_budget_bytes (%d)", c.CommandOutputBudgetPerOwnerBytes, c.CommandOutputBudgetBytes)
+	}
+	if 2*c.CommandMaxOutputBytes > c.CommandOutputBudgetPerOwnerBytes {
+		return fmt.Errorf("http: command_max_output_bytes (%d) must be at most half of command_output_budget_per_owner_bytes (%d): a buffered command reserves stdout and stderr from its user's share", c.CommandMaxOutputBytes, c.CommandOutputBudgetPerOwnerBytes)
 	}
 	if int64(c.DownloadBufferBytes) > c.DownloadBufferBudgetBytes {
 		return fmt.Errorf("http: download_buffer_bytes (%d) must not exceed download_buffer_budget_bytes (%d)", c.DownloadBufferBytes, c.DownloadBufferBudgetBytes)
@@ -279,7 +287,7 @@ type Server struct {
 	tools toolsCache // what checksums learned of each server's openssl, by pool key
 
 	keySlots  *slot.Pool       // submitted private keys being parsed, with each user's share (keyparse.go)
-	outputs   *command.Budget  // buffered command output, server-wide
+	outputs   *command.Budget  // buffered command output, server-wide with a share per user
 	downloads *slot.Pool       // download read-ahead buffers, in bytes, with each user's share
 	limits    *limits          // per-owner shares
 	temps     *TempKeeper      // records of temporary names being written (temps.go)
@@ -309,7 +317,8 @@ func (s *Server) publicURL() string {
 func New(cfg Config, d Deps) *Server {
 	cfg = cfg.withDefaults()
 	if cfg.Validate() != nil { // contradictory limits: keep the budgets, shrink what must fit
-		cfg.CommandMaxOutputBytes = min(cfg.CommandMaxOutputBytes, cfg.CommandOutputBudgetBytes/2)
+		cfg.CommandOutputBudgetPerOwnerBytes = min(cfg.CommandOutputBudgetPerOwnerBytes, cfg.CommandOutputBudgetBytes)
+		cfg.CommandMaxOutputBytes = min(cfg.CommandMaxOutputBytes, cfg.CommandOutputBudgetPerOwnerBytes/2)
 		cfg.DownloadBufferBytes = int(min(int64(cfg.DownloadBufferBytes), cfg.DownloadBufferBudgetBytes))
 		cfg.DownloadBufferBudgetPerOwnerBytes = min(max(cfg.DownloadBufferBudgetPerOwnerBytes, int64(cfg.DownloadBufferBytes)), cfg.DownloadBufferBudgetBytes)
 		cfg.ListMaxWindow = min(cfg.ListMaxWindow, files.MaxRecursiveEntries)
@@ -336,7 +345,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Gatherer = d.Registry
 	}
 	s := &Server{cfg: cfg, deps: d, log: d.Log,
-		outputs:   command.NewBudget(cfg.CommandOutputBudgetBytes),
+		outputs:   command.NewBudget(cfg.CommandOutputBudgetBytes, cfg.CommandOutputBudgetPerOwnerBytes),
 		downloads: slot.New(cfg.DownloadBufferBudgetBytes, cfg.DownloadBufferBudgetPerOwnerBytes),
 		keySlots:  slot.New(int64(cfg.KeyParseSlots), int64(cfg.KeyParseSlotsPerOwner))}
 	s.access = d.Access

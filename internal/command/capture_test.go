@@ -75,7 +75,7 @@ func TestOutputJSONPooled(t *testing.T) {
 	c := &chunks{limit: 1 << 20}
 	c.write([]byte("up 3 days\n"))
 	o := &Output{Result: Result{Signal: "KILL", DurationMS: 1234, StdoutTruncated: true, TimedOut: true, StderrEncoding: "base64"},
-		stdout: c, stderr: &chunks{}, res: &Reservation{done: true}}
+		stdout: c, stderr: &chunks{}, res: &Reservation{}}
 	want := `{"exit_status":null,"signal":"KILL","stdout":"up 3 days\n","stderr":"","stderr_encoding":"base64",` +
 		`"stdout_truncated":true,"stderr_truncated":false,"timed_out":true,"duration_ms":1234}`
 	for range 3 {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sshapi/sshapi/internal/slot"
 )
 
 // TestOutputJSON writes held output in pieces of awkward sizes and checks that WriteJSON is
@@ -36,7 +38,7 @@ func TestOutputJSON(t *testing.T) {
 				c.write(p[:k])
 				p = p[k:]
 			}
-			o := &Output{Result: Result{ExitStatus: intp(0), DurationMS: 5}, stdout: c, stderr: &chunks{}, res: &Reservation{done: true}}
+			o := &Output{Result: Result{ExitStatus: intp(0), DurationMS: 5}, stdout: c, stderr: &chunks{}, res: &Reservation{}}
 			o.StdoutEncoding = chooseEncoding(c)
 			var buf bytes.Buffer
 			if err := o.WriteJSON(&buf); err != nil {
@@ -73,22 +75,22 @@ func TestOutputJSON(t *testing.T) {
 // TestBudget: a reservation larger than the budget fails at once, a waiter is admitted when
 // another releases, and a wait ends with the context.
 func TestBudget(t *testing.T) {
-	b := NewBudget(100)
-	if _, err := b.Reserve(t.Context(), 101); !errors.Is(err, ErrBudget) {
+	b := NewBudget(100, 100)
+	if _, err := b.Reserve(t.Context(), "alice", 101); !errors.Is(err, ErrBudget) {
 		t.Fatalf("over the whole budget: %v", err)
 	}
-	r1, err := b.Reserve(t.Context(), 80)
+	r1, err := b.Reserve(t.Context(), "alice", 80)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := b.Reserve(ctx, 30); !errors.Is(err, ErrBudget) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := b.Reserve(ctx, "alice", 30); !errors.Is(err, ErrBudget) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("wait past the deadline: %v", err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		r, err := b.Reserve(t.Context(), 30)
+		r, err := b.Reserve(t.Context(), "alice", 30)
 		r.Release()
 		got <- err
 	}()
@@ -103,8 +105,37 @@ func TestBudget(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
-	if r, err := b.Reserve(t.Context(), 100); err != nil {
+	if r, err := b.Reserve(t.Context(), "alice", 100); err != nil {
 		t.Fatalf("budget not whole again: %v", err)
+	} else {
+		r.Release()
+	}
+}
+
+// TestBudgetShares: one user's reservations stop at the user's share, whatever is free, and
+// another user's are admitted meanwhile; more than a share can never be reserved.
+func TestBudgetShares(t *testing.T) {
+	b := NewBudget(100, 40)
+	if _, err := b.Reserve(t.Context(), "alice", 41); !errors.Is(err, ErrBudget) || !errors.Is(err, slot.ErrTooLarge) {
+		t.Fatalf("over a share: %v", err)
+	}
+	held, err := b.Reserve(t.Context(), "alice", 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := b.Reserve(ctx, "alice", 1); !errors.Is(err, ErrBudget) || !errors.Is(err, slot.ErrShare) {
+		t.Fatalf("alice past her share with 60 bytes free: %v, want to wait for her share", err)
+	}
+	bob, err := b.Reserve(t.Context(), "bob", 40)
+	if err != nil {
+		t.Fatalf("bob while alice holds her share: %v", err)
+	}
+	bob.Release()
+	held.Release()
+	if r, err := b.Reserve(t.Context(), "alice", 40); err != nil {
+		t.Fatalf("alice after releasing: %v", err)
 	} else {
 		r.Release()
 	}
@@ -114,9 +145,9 @@ func TestBudget(t *testing.T) {
 // streams: the output held is the cap, and the reservation shrinks to what is held.
 func TestRunBufferedKeepsWithinReservation(t *testing.T) {
 	p, tg, _ := setup(t)
-	b := NewBudget(8 << 20)
+	b := NewBudget(8<<20, 8<<20)
 	const capBytes = 1 << 20
-	r, err := b.Reserve(t.Context(), 2*capBytes)
+	r, err := b.Reserve(t.Context(), "alice", 2*capBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,13 +166,13 @@ func TestRunBufferedKeepsWithinReservation(t *testing.T) {
 		t.Fatalf("json: %v %.200s", err, buf.String())
 	}
 	o.Release()
-	if r, err := b.Reserve(t.Context(), 8<<20); err != nil {
+	if r, err := b.Reserve(t.Context(), "alice", 8<<20); err != nil {
 		t.Fatalf("released output still holds budget: %v", err)
 	} else {
 		r.Release()
 	}
 	// A reservation smaller than the command's caps is refused before anything runs.
-	small, _ := b.Reserve(t.Context(), 10)
+	small, _ := b.Reserve(t.Context(), "alice", 10)
 	if _, err := RunBuffered(t.Context(), p, tg, Request{Command: "true", MaxOutput: 1 << 20}, small); !errors.Is(err, ErrBudget) {
 		t.Fatalf("small reservation: %v", err)
 	}

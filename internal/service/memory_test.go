@@ -218,24 +218,24 @@ func TestHostileRequestsKeepRSSBounded(t *testing.T) {
 		return out
 	}
 	command := func(p *procService, id string, hdr ...string) (int, int64, string) {
-		return p.do("POST", "/v1/systems/"+id+"/commands", map[string]any{"command": hostileCommand, "max_output_bytes": 67108864}, hdr...)
+		return p.do("POST", "/v1/systems/"+id+"/commands", map[string]any{"command": hostileCommand, "max_output_bytes": 33554432}, hdr...)
 	}
 	scenarios := []struct {
 		name string
 		run  func(p *procService) []string
 	}{
-		{"3 concurrent buffered 64+64 MiB commands", func(p *procService) []string {
+		{"3 concurrent buffered 32+32 MiB commands (the default cap)", func(p *procService) []string {
 			return parallel(3, func(int) (int, int64, string) { return command(p, "hpc") })
 		}},
-		{"6 concurrent buffered 64+64 MiB commands", func(p *procService) []string {
+		{"6 concurrent buffered 32+32 MiB commands (the default cap)", func(p *procService) []string {
 			return parallel(6, func(int) (int, int64, string) { return command(p, "hpc") })
 		}},
-		{"3 concurrent NDJSON 64+64 MiB commands", func(p *procService) []string {
+		{"3 concurrent NDJSON commands of 64+64 MiB output", func(p *procService) []string {
 			return parallel(3, func(int) (int, int64, string) { return command(p, "hpc", "Accept", "application/x-ndjson") })
 		}},
 		{"fan-out of the command to 3 systems, NDJSON", func(p *procService) []string {
 			return parallel(1, func(int) (int, int64, string) {
-				return p.do("POST", "/v1/commands", map[string]any{"systems": []string{"hpc", "hpc2", "hpc3"}, "command": hostileCommand, "max_output_bytes": 67108864}, "Accept", "application/x-ndjson")
+				return p.do("POST", "/v1/commands", map[string]any{"systems": []string{"hpc", "hpc2", "hpc3"}, "command": hostileCommand, "max_output_bytes": 33554432}, "Accept", "application/x-ndjson")
 			})
 		}},
 		{fmt.Sprintf("listing a %d-entry directory with limit=1, 4 at once", entries), func(p *procService) []string {
