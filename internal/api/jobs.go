@@ -55,7 +55,7 @@ func (s *Server) jobsOn(r *http.Request) (*jobCtx, error) {
 		}
 		return nil
 	}
-	return &jobCtx{slurm: &jobs.Slurm{Run: command.Exec{Pool: s.deps.Pool, Target: t}, Sched: s.deps.Jobs.SchedulerFor(sys.Host, sys.Port), Allowed: allowed},
+	return &jobCtx{slurm: &jobs.Slurm{Run: command.Exec{Pool: s.deps.Pool, Target: t}, Sched: s.deps.Jobs.SchedulerFor(sys.Host, sys.Port), Owner: owner, Allowed: allowed},
 		key: t.Key, user: t.Key.User, svc: s.deps.Jobs}, nil
 }
 

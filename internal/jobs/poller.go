@@ -28,6 +28,12 @@ type PollerConfig struct {
 	MaxWatchersPerKey int
 	// MaxKeys bounds the credentials polled at once (default 10000).
 	MaxKeys int
+	// MaxKeysPerOwner bounds the credentials polled at once for one owner (Slurm.Owner; default
+	// 64), so one user with many systems never takes the others' share of MaxKeys.
+	MaxKeysPerOwner int
+	// MaxWatchersPerOwner bounds one owner's watchers over all its credentials (default 1000),
+	// as MaxWatchersPerKey bounds one credential's.
+	MaxWatchersPerOwner int
 	// Idle: a credential nobody asked about for this long stops being polled (default 5s).
 	Idle time.Duration
 }
@@ -47,13 +53,21 @@ type Poller[K comparable] struct {
 	mu      sync.Mutex
 	feeds   map[K]*feed
 	stopped bool
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// usesMu guards uses, each owner's feeds and watchers; it is taken last (under mu or a
+	// feed's mu) and nothing is taken under it.
+	usesMu sync.Mutex
+	uses   map[string]*ownerUse
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
+
+// ownerUse is what one owner holds of a Poller: it exists while either count is above zero.
+type ownerUse struct{ feeds, watchers int }
 
 // feed is one credential's polling state.
 type feed struct {
+	owner string // Slurm.Owner of the caller that made it (a credential has one owner)
 	slurm *Slurm // the latest caller's (a credential's runner is interchangeable)
 
 	mu       sync.Mutex
@@ -86,10 +100,37 @@ func NewPoller[K comparable](cfg PollerConfig) *Poller[K] {
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = 10000
 	}
+	if cfg.MaxKeysPerOwner <= 0 {
+		cfg.MaxKeysPerOwner = 64
+	}
+	if cfg.MaxWatchersPerOwner <= 0 {
+		cfg.MaxWatchersPerOwner = 1000
+	}
 	if cfg.Idle <= 0 {
 		cfg.Idle = 5 * time.Second
 	}
-	return &Poller[K]{cfg: cfg, feeds: map[K]*feed{}}
+	return &Poller[K]{cfg: cfg, feeds: map[K]*feed{}, uses: map[string]*ownerUse{}}
+}
+
+// use adds df feeds and dw watchers to owner's counts, unless that would take either past its
+// bound; it reports whether it did. Negative deltas always apply.
+func (p *Poller[K]) use(owner string, df, dw int) bool {
+	p.usesMu.Lock()
+	defer p.usesMu.Unlock()
+	u := p.uses[owner]
+	if u == nil {
+		u = &ownerUse{}
+	}
+	if (df > 0 && u.feeds+df > p.cfg.MaxKeysPerOwner) || (dw > 0 && u.watchers+dw > p.cfg.MaxWatchersPerOwner) {
+		return false
+	}
+	u.feeds, u.watchers = u.feeds+df, u.watchers+dw
+	if u.feeds <= 0 && u.watchers <= 0 {
+		delete(p.uses, owner)
+	} else {
+		p.uses[owner] = u
+	}
+	return true
 }
 
 // Start lets the poller run feeds.
@@ -138,7 +179,10 @@ func (p *Poller[K]) feedFor(key K, s *Slurm) (*feed, error) {
 		if len(p.feeds) >= p.cfg.MaxKeys {
 			return nil, fmt.Errorf("%w: %d credentials are being polled", ErrBusy, len(p.feeds))
 		}
-		f = &feed{slurm: s, watchers: map[*Watch]struct{}{}, done: map[string]*Job{}, wake: make(chan struct{}, 1), lastUse: time.Now()}
+		if !p.use(s.Owner, 1, 0) {
+			return nil, fmt.Errorf("%w: %d of your credentials are being polled (jobs.max_feeds_per_owner)", ErrBusy, p.cfg.MaxKeysPerOwner)
+		}
+		f = &feed{owner: s.Owner, slurm: s, watchers: map[*Watch]struct{}{}, done: map[string]*Job{}, wake: make(chan struct{}, 1), lastUse: time.Now()}
 		p.feeds[key] = f
 		p.wg.Add(1)
 		go p.run(key, f)
@@ -184,6 +228,7 @@ func (p *Poller[K]) run(key K, f *feed) {
 		idle := len(f.watchers) == 0 && len(f.waiters) == 0
 		if idle && time.Since(f.lastUse) > p.cfg.Idle {
 			delete(p.feeds, key)
+			p.use(f.owner, -1, 0)
 			f.mu.Unlock()
 			p.mu.Unlock()
 			return
@@ -235,6 +280,7 @@ func (p *Poller[K]) end(key K, f *feed, refusal error) {
 	defer p.mu.Unlock()
 	if p.feeds[key] == f {
 		delete(p.feeds, key)
+		p.use(f.owner, -1, 0)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -311,9 +357,10 @@ func (p *Poller[K]) Snapshot(ctx context.Context, key K, s *Slurm, maxAge time.D
 
 // Watch receives every snapshot of one credential until Close.
 type Watch struct {
-	ch   chan *Snapshot
-	f    *feed
-	once sync.Once
+	ch      chan *Snapshot
+	f       *feed
+	once    sync.Once
+	release func() // gives the owner's watcher back
 }
 
 // C delivers snapshots; only the latest is kept for a slow reader.
@@ -326,6 +373,7 @@ func (w *Watch) Close() {
 		delete(w.f.watchers, w)
 		w.f.lastUse = time.Now()
 		w.f.mu.Unlock()
+		w.release()
 	})
 }
 
@@ -339,7 +387,11 @@ func (p *Poller[K]) Watch(key K, s *Slurm) (*Watch, error) {
 	if len(f.watchers) >= p.cfg.MaxWatchersPerKey {
 		return nil, fmt.Errorf("%w: %d watchers on this credential", ErrBusy, len(f.watchers))
 	}
-	w := &Watch{ch: make(chan *Snapshot, 1), f: f}
+	if !p.use(f.owner, 0, 1) {
+		return nil, fmt.Errorf("%w: %d watchers of yours are open (jobs.max_watchers_per_owner)", ErrBusy, p.cfg.MaxWatchersPerOwner)
+	}
+	owner := f.owner
+	w := &Watch{ch: make(chan *Snapshot, 1), f: f, release: func() { p.use(owner, 0, -1) }}
 	f.watchers[w] = struct{}{}
 	if f.last != nil {
 		w.ch <- f.last

@@ -16,6 +16,12 @@ type Config struct {
 	// MaxWatchersPerCredential bounds the open waits, event streams and follows of one
 	// credential (default 1000).
 	MaxWatchersPerCredential int `yaml:"max_watchers_per_credential" env:"MAX_WATCHERS_PER_CREDENTIAL"`
+	// MaxFeedsPerOwner bounds one user's credentials whose jobs are polled at once (default
+	// 64): one squeue each per PollInterval.
+	MaxFeedsPerOwner int `yaml:"max_feeds_per_owner" env:"MAX_FEEDS_PER_OWNER"`
+	// MaxWatchersPerOwner bounds one user's open waits, event streams and follows over all of
+	// the user's credentials (default 1000).
+	MaxWatchersPerOwner int `yaml:"max_watchers_per_owner" env:"MAX_WATCHERS_PER_OWNER"`
 	// MaxWait bounds a long poll's timeout (default 5m).
 	MaxWait time.Duration `yaml:"max_wait" env:"MAX_WAIT"`
 	// Scheduler is how every system's scheduler is reached unless Hosts says otherwise.
@@ -40,7 +46,7 @@ func New(cfg Config) *Service {
 		cfg.MaxWait = 5 * time.Minute
 	}
 	return &Service{cfg: cfg, Poller: NewPoller[sshpool.Key](PollerConfig{Interval: cfg.PollInterval,
-		MaxWatchersPerKey: cfg.MaxWatchersPerCredential})}
+		MaxWatchersPerKey: cfg.MaxWatchersPerCredential, MaxKeysPerOwner: cfg.MaxFeedsPerOwner, MaxWatchersPerOwner: cfg.MaxWatchersPerOwner})}
 }
 
 // Start starts the poller.

@@ -49,6 +49,9 @@ const (
 type Slurm struct {
 	Run   Runner
 	Sched Scheduler
+	// Owner is the sshapi user the scheduler is reached for: a Poller bounds each owner's
+	// feeds and watchers (PollerConfig.MaxKeysPerOwner, MaxWatchersPerOwner).
+	Owner string
 	// Allowed, when set, decides afresh whether the caller may still reach the scheduler this
 	// way (the system, its credential and the operator's switches as they are now). A Poller
 	// asks it before every shared poll; an error ends the credential's feed and every watcher

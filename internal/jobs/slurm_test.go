@@ -371,3 +371,61 @@ func TestSlurmAccounting(t *testing.T) {
 		t.Fatalf("accounting since: %+v %v", list, err)
 	}
 }
+
+// TestPollerOwnerBounds: one owner's feeds (credentials polled) and watchers are bounded over
+// all of the owner's credentials, and another owner's are not held back by them; a watcher
+// closed or a feed gone idle gives its place back.
+func TestPollerOwnerBounds(t *testing.T) {
+	e := setup(t)
+	p := NewPoller[sshpool.Key](PollerConfig{Interval: 250 * time.Millisecond, MaxKeysPerOwner: 2, MaxWatchersPerOwner: 3, Idle: 100 * time.Millisecond})
+	p.Start()
+	t.Cleanup(p.Stop)
+	as := func(owner string) *Slurm { s := *e.slurm; s.Owner = owner; return &s }
+	key := func(system string) sshpool.Key { k := e.key; k.System = system; return k }
+	alice, bob := as("alice"), as("bob")
+	var open []*Watch
+	watch := func(k sshpool.Key, s *Slurm) error {
+		w, err := p.Watch(k, s)
+		if err == nil {
+			open = append(open, w)
+		}
+		return err
+	}
+	for _, sys := range []string{"a1", "a2"} {
+		if err := watch(key(sys), alice); err != nil {
+			t.Fatalf("alice's feed %s: %v", sys, err)
+		}
+	}
+	if err := watch(key("a3"), alice); !errors.Is(err, ErrBusy) {
+		t.Fatalf("alice's third credential: %v, want ErrBusy (two feeds per owner)", err)
+	}
+	if err := watch(key("b1"), bob); err != nil {
+		t.Fatalf("bob while alice holds her feeds: %v", err)
+	}
+	if err := watch(key("a1"), alice); err != nil {
+		t.Fatalf("alice's third watcher: %v", err)
+	}
+	if err := watch(key("a2"), alice); !errors.Is(err, ErrBusy) {
+		t.Fatalf("alice's fourth watcher: %v, want ErrBusy (three watchers per owner)", err)
+	}
+	open[0].Close() // one of alice's watchers on a1
+	if err := watch(key("a2"), alice); err != nil {
+		t.Fatalf("alice's watcher after closing one: %v", err)
+	}
+	for _, w := range open {
+		w.Close()
+	}
+	// Every watcher closed, the feeds go idle and leave: alice may poll other credentials.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w, err := p.Watch(key("a3"), alice)
+		if err == nil {
+			w.Close()
+			break
+		}
+		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
+			t.Fatalf("alice's feeds never left once idle: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
