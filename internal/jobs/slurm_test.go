@@ -199,6 +199,7 @@ func TestSlurm(t *testing.T) {
 			{Spec{Script: "#!/bin/sh\n" + strings.Repeat("#", MaxScriptBytes)}, "script"},
 			{Spec{Script: "#!/bin/sh\n", ExtraArgs: []string{"--wrap=id"}}, "extra_args"},
 			{Spec{Script: "#!/bin/sh\n", Env: map[string]string{"SLURM_CONF": "/x"}}, "env"},
+			{Spec{Script: "#!/bin/sh\n", Env: map[string]string{"LD_AUDIT": "/tmp/x.so"}}, "env"}, // every LD_*, as documented
 			{Spec{Script: "#!/bin/sh\n", Name: "a\x1fb"}, "name"},
 		}
 		for _, c := range cases {

@@ -117,7 +117,7 @@ func (s *Spec) Validate() error {
 		if !envNameRE.MatchString(k) {
 			return fieldErr("env", "%q is not a variable name", k)
 		}
-		if strings.HasPrefix(k, "SLURM_") || strings.HasPrefix(k, "SBATCH_") || k == "LD_PRELOAD" || k == "LD_LIBRARY_PATH" || k == "TZ" || k == "LC_ALL" {
+		if strings.HasPrefix(k, "SLURM_") || strings.HasPrefix(k, "SBATCH_") || strings.HasPrefix(k, "LD_") || k == "TZ" || k == "LC_ALL" {
 			return fieldErr("env", "%s may not be set (it would change how sbatch runs)", k)
 		}
 		if strings.ContainsRune(v, 0) || len(v) > 32<<10 {
