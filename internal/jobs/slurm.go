@@ -266,7 +266,9 @@ func (s *Slurm) Submit(ctx context.Context, spec *Spec) (string, error) {
 	}
 	var checks []string
 	if spec.ScriptPath != "" {
-		checks = append(checks, "test -f "+shell.Quote(spec.ScriptPath)+" -a -r "+shell.Quote(spec.ScriptPath)+" || exit "+strconv.Itoa(exitScriptUnreadable))
+		// Two tests, not one with -a: test(1) with five arguments takes a path such as "=" for
+		// its operator. (a && b || c reads (a && b) || c in sh, fish and csh alike.)
+		checks = append(checks, "test -f "+shell.Quote(spec.ScriptPath)+" && test -r "+shell.Quote(spec.ScriptPath)+" || exit "+strconv.Itoa(exitScriptUnreadable))
 	}
 	if spec.WorkingDir != "" {
 		checks = append(checks, "test -d "+shell.Quote(spec.WorkingDir)+" || exit "+strconv.Itoa(exitWorkDirMissing))

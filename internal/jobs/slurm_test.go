@@ -145,6 +145,21 @@ func TestSlurm(t *testing.T) {
 		}
 	})
 
+	t.Run("script paths test(1) reads as operators", func(t *testing.T) {
+		// Relative to the home, where sbatch runs: `test -f = -a -r =` took "=" for the
+		// operator and refused a readable script as unreadable.
+		for _, name := range []string{"=", "(", "!"} {
+			p := filepath.Join(e.srv.Home, name)
+			if err := os.WriteFile(p, []byte("#!/bin/sh\ntrue\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(p) })
+			if _, err := e.slurm.Submit(ctx, &Spec{ScriptPath: name, WorkingDir: e.dir}); err != nil {
+				t.Errorf("script_path %q: %v", name, err)
+			}
+		}
+	})
+
 	t.Run("script path and dependency", func(t *testing.T) {
 		p := filepath.Join(e.dir, "job.sh")
 		if err := os.WriteFile(p, []byte("#!/bin/sh\necho from file\n"), 0o644); err != nil {
