@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sshapi/sshapi/internal/shell"
 )
 
 // Targets of the many-small-files bench beside sshapi.
@@ -253,9 +255,9 @@ func selfRSS() int64 {
 // processes, one's stdout the other's stdin.
 func (b *FilesBench) tarPipe(ctx context.Context, dir string) error {
 	parent, name := path.Split(strings.TrimRight(b.SrcDir, "/"))
-	src := exec.CommandContext(ctx, "ssh", b.Src.SSH.sshArgs("-T", b.Src.SSH.Host, "tar -C "+shellQuote(parent)+" -cf - "+shellQuote(name))...)
+	src := exec.CommandContext(ctx, "ssh", b.Src.SSH.sshArgs("-T", b.Src.SSH.Host, "tar -C "+shell.Quote(parent)+" -cf - "+shell.Quote(name))...)
 	dst := exec.CommandContext(ctx, "ssh", b.Dst.SSH.sshArgs("-T", b.Dst.SSH.Host,
-		"mkdir "+shellQuote(dir)+" && tar -C "+shellQuote(dir)+" --strip-components=1 -xf -")...)
+		"mkdir "+shell.Quote(dir)+" && tar -C "+shell.Quote(dir)+" --strip-components=1 -xf -")...)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("tar pipe: %w", err)

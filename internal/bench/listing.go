@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sshapi/sshapi/internal/shell"
 )
 
 // Listing targets beside sshapi: OpenSSH clients over one ControlMaster connection.
@@ -119,7 +121,7 @@ func escapePath(p string) string {
 
 // ListingCommands are the OpenSSH peers' remote commands for listing dir, by peer name.
 func ListingCommands(dir string) map[string]string {
-	q := shellQuote(dir)
+	q := shell.Quote(dir)
 	return map[string]string{
 		PeerMuxFind: "find -H " + q + ` -mindepth 1 -maxdepth 1 -printf '%f\0%y%m\0%s\0%T@\0%U\0%G\0%l\0'`,
 		PeerMuxLsLa: "ls -la " + q,
@@ -140,8 +142,6 @@ func MuxListingTargets(ctx context.Context, e SSHEndpoint, dir string) ([]Listin
 	}
 	return out, mux.Stop, nil
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // ListingBench lists one directory through each target at each concurrency, targets
 // interleaved per concurrency.
