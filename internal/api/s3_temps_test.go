@@ -122,14 +122,17 @@ func TestS3CopyUploadInTheLedger(t *testing.T) {
 		answered <- e.do("alice", "POST", "/v1/systems/held/ops/copy", map[string]any{"source": "/d/src.bin", "destination": "/d/dst.bin"})
 	}()
 	<-held
+	// The server may list an upload a moment after answering its creation (as for the PUT above).
+	awaitState(t, "the copy's multipart upload to be listed", func() bool { return e.uploadsLeft() == 1 })
+	out, err := e.client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &e.bucket})
+	if err != nil || len(out.Uploads) != 1 {
+		close(release)
+		t.Fatalf("multipart uploads while the part copy is held: %d %v", len(out.Uploads), err)
+	}
 	recs, err := e.api.deps.Store.ClaimTemps(ctx, time.Now().Add(time.Hour), time.Now(), 10)
 	close(release)
 	if err != nil {
 		t.Fatal(err)
-	}
-	out, err := e.client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &e.bucket})
-	if err != nil || len(out.Uploads) != 1 {
-		t.Fatalf("multipart uploads while the part copy is held: %v %v", out, err)
 	}
 	if len(recs) != 1 || recs[0].UploadID != aws.ToString(out.Uploads[0].UploadId) || recs[0].Name != "/d/dst.bin" || recs[0].SystemID != "held" {
 		t.Fatalf("ledger while the copy runs: %+v, want the upload %s", recs, aws.ToString(out.Uploads[0].UploadId))
