@@ -4,7 +4,8 @@
 # (see third_party/README.md for why). This script makes that tree from the pristine module:
 #
 #   third_party/x-crypto.sh check   rebuild it in a temporary directory and fail if the committed
-#                                   tree differs (make test runs this)
+#                                   tree differs, or ssh/chacha_avx512_amd64.s is not what
+#                                   ssh/_asm/chacha_avx512.go writes (make test runs this)
 #   third_party/x-crypto.sh write   replace the committed tree with the rebuilt one
 #   third_party/x-crypto.sh diff    write the committed tree's changes to the pristine one into
 #                                   x-crypto.patch (after editing the tree by hand)
@@ -71,6 +72,11 @@ check | write)
     echo "$TREE is not golang.org/x/crypto@$version + $PATCH:" >&2
     head -50 "$tmp/diff" >&2
     echo "(third_party/x-crypto.sh diff turns edits of the tree into the patch; write rebuilds the tree)" >&2
+    exit 1
+  elif ! (cd "$TREE/ssh" && go run ./_asm/chacha_avx512.go) | diff - "$TREE/ssh/chacha_avx512_amd64.s" >"$tmp/diff"; then
+    echo "$TREE/ssh/chacha_avx512_amd64.s is not what its generator writes:" >&2
+    head -50 "$tmp/diff" >&2
+    echo "(cd $TREE/ssh && go run ./_asm/chacha_avx512.go > chacha_avx512_amd64.s)" >&2
     exit 1
   fi
   ;;

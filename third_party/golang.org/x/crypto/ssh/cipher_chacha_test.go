@@ -7,38 +7,40 @@ import (
 	"bytes"
 	"crypto"
 	"testing"
+
+	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// TestChaCha20Poly1305AEADKeystream checks that packets sealed through the
-// chacha20poly1305 AEAD's keystream are byte for byte the packets package
-// chacha20 produces, and that each implementation opens the other's, for
-// payload sizes around the ChaCha20 block and AVX2 batch boundaries and
+// TestChaCha20Poly1305AEADKeystream checks that packets sealed through each
+// faster keystream this machine has (the chacha20poly1305 AEAD's, and
+// chachaXORAVX512's) are byte for byte the packets package chacha20
+// produces, and that each implementation opens the other's, for payload
+// sizes around the ChaCha20 block, AVX2 batch and 1 KiB chunk boundaries and
 // sequence numbers that use all 32 bits.
 func TestChaCha20Poly1305AEADKeystream(t *testing.T) {
-	newCipher := func(t *testing.T, aead bool) *chacha20Poly1305Cipher {
+	for _, impl := range []string{"aead", "avx512"} {
+		t.Run(impl, func(t *testing.T) { testChaChaKeystream(t, impl) })
+	}
+}
+
+func testChaChaKeystream(t *testing.T, impl string) {
+	newCipher := func(t *testing.T, impl string) *chacha20Poly1305Cipher {
 		t.Helper()
 		algs := DirectionAlgorithms{Cipher: CipherChaCha20Poly1305, compression: compressionNone}
 		pc, err := newPacketCipher(clientKeys, algs, &kexResult{Hash: crypto.SHA256})
 		if err != nil {
 			t.Fatalf("newPacketCipher: %v", err)
 		}
-		c := pc.(*chacha20Poly1305Cipher)
-		if aead && c.content == nil {
-			t.Skip("chacha20poly1305 has no assembly on this machine; the AEAD keystream is not used")
-		}
-		if !aead {
-			c.content = nil
-		}
-		return c
+		return useChaChaImpl(t, pc, impl)
 	}
-	fast, slow := newCipher(t, true), newCipher(t, false)
-	fastRead, slowRead := newCipher(t, true), newCipher(t, false)
+	fast, slow := newCipher(t, impl), newCipher(t, "chacha20")
+	fastRead, slowRead := newCipher(t, impl), newCipher(t, "chacha20")
 
 	var sizes []int
 	for n := 0; n <= 600; n++ {
 		sizes = append(sizes, n)
 	}
-	sizes = append(sizes, 1023, 1024, 4095, 32768, 32768+13, maxPacket-64)
+	sizes = append(sizes, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 32768, 32768+13, maxPacket-64)
 	for _, seqNum := range []uint32{0, 1, 0x01020304, 0xfffffffe, 0xffffffff} {
 		for _, size := range sizes {
 			payload := bytes.Repeat([]byte{byte(size), byte(seqNum)}, size/2+1)[:size]
@@ -49,21 +51,21 @@ func TestChaCha20Poly1305AEADKeystream(t *testing.T) {
 
 			var fastPacket, slowPacket bytes.Buffer
 			if err := fast.writeCipherPacket(seqNum, &fastPacket, bytes.NewReader(rnd), payload); err != nil {
-				t.Fatalf("seq %d size %d: AEAD write: %v", seqNum, size, err)
+				t.Fatalf("seq %d size %d: %s write: %v", seqNum, size, impl, err)
 			}
 			if err := slow.writeCipherPacket(seqNum, &slowPacket, bytes.NewReader(rnd), payload); err != nil {
 				t.Fatalf("seq %d size %d: chacha20 write: %v", seqNum, size, err)
 			}
 			if !bytes.Equal(fastPacket.Bytes(), slowPacket.Bytes()) {
-				t.Fatalf("seq %d size %d: AEAD keystream packet differs from package chacha20's", seqNum, size)
+				t.Fatalf("seq %d size %d: %s packet differs from package chacha20's", seqNum, size, impl)
 			}
 			for _, tc := range []struct {
 				name   string
 				reader *chacha20Poly1305Cipher
 				packet []byte
 			}{
-				{"AEAD reads chacha20", fastRead, slowPacket.Bytes()},
-				{"chacha20 reads AEAD", slowRead, fastPacket.Bytes()},
+				{impl + " reads chacha20", fastRead, slowPacket.Bytes()},
+				{"chacha20 reads " + impl, slowRead, fastPacket.Bytes()},
 			} {
 				got, err := tc.reader.readCipherPacket(seqNum, bytes.NewReader(tc.packet))
 				if size == 0 {
@@ -88,7 +90,7 @@ func TestChaCha20Poly1305AEADKeystream(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, i := range []int{0, 3, 4, 500, packet.Len() - 17, packet.Len() - 1} {
-		for name, r := range map[string]*chacha20Poly1305Cipher{"AEAD": fastRead, "chacha20": slowRead} {
+		for name, r := range map[string]*chacha20Poly1305Cipher{impl: fastRead, "chacha20": slowRead} {
 			bad := bytes.Clone(packet.Bytes())
 			bad[i] ^= 0x10
 			if _, err := r.readCipherPacket(7, bytes.NewReader(bad)); err == nil {
@@ -96,4 +98,31 @@ func TestChaCha20Poly1305AEADKeystream(t *testing.T) {
 			}
 		}
 	}
+}
+
+// useChaChaImpl makes pc, a chacha20-poly1305@openssh.com packet cipher,
+// compute its keystream with impl ("chacha20": package chacha20; "aead":
+// the chacha20poly1305 AEAD's Seal; "avx512": chachaXORAVX512), or skips tb
+// if this machine has no assembly for it.
+func useChaChaImpl(tb testing.TB, pc packetCipher, impl string) *chacha20Poly1305Cipher {
+	tb.Helper()
+	c := pc.(*chacha20Poly1305Cipher)
+	switch impl {
+	case "avx512":
+		if !haveChaChaAVX512 {
+			tb.Skip("no AVX-512 on this machine; chachaXORAVX512 is not used")
+		}
+		c.avx512, c.content = true, nil
+	case "aead":
+		aead, err := chacha20poly1305.New(c.contentKey[:])
+		if !useAEADKeystream || err != nil {
+			tb.Skip("chacha20poly1305 has no assembly on this machine; the AEAD keystream is not used")
+		}
+		c.avx512, c.content = false, aead
+	case "chacha20":
+		c.avx512, c.content = false, nil
+	default:
+		tb.Fatalf("unknown keystream %q", impl)
+	}
+	return c
 }
