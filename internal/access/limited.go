@@ -71,12 +71,12 @@ func (l *limited) List(ctx context.Context, dir, cursor string, limit int) (pg *
 }
 
 // Open implements storage.Backend; the slot is held until the reader is closed.
-func (l *limited) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
+func (l *limited) Open(ctx context.Context, p string, off, n int64, etag string) (io.ReadCloser, error) {
 	lease, err := l.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rc, err := l.Backend.Open(ctx, p, off, n)
+	rc, err := l.Backend.Open(ctx, p, off, n, etag)
 	if err != nil {
 		lease.Release()
 		return nil, err

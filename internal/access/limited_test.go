@@ -39,7 +39,7 @@ func TestOwnerS3Slots(t *testing.T) {
 	if _, err := up.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rc, err := alice.Open(ctx, "/f", 0, -1) // holds alice's only slot
+	rc, err := alice.Open(ctx, "/f", 0, -1, "") // holds alice's only slot
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestOwnerS3Slots(t *testing.T) {
 	}
 	// A wait for a slot is bounded: then the request is refused as busy.
 	waiting := &limited{Backend: b, slots: r.s3Slots, wait: 100 * time.Millisecond, owner: "carol"}
-	held, err := waiting.Open(ctx, "/f", 0, -1)
+	held, err := waiting.Open(ctx, "/f", 0, -1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestS3SlotsForgetIdleOwners(t *testing.T) {
 		if _, err := up.Commit(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		rc, err := b.Open(t.Context(), "/"+owner, 0, -1)
+		rc, err := b.Open(t.Context(), "/"+owner, 0, -1, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +259,7 @@ func TestOwnerS3SlotsEveryRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.prepare(t)
-			rc, err := alice.Open(ctx, "/held/", 0, 0) // holds alice's only slot
+			rc, err := alice.Open(ctx, "/held/", 0, 0, "") // holds alice's only slot
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -109,9 +109,11 @@ func writeObjectArchive(ctx context.Context, st storage.Backend, dir, name, form
 	return finish()
 }
 
-// copyObject writes e's content to w, exactly e.Size bytes.
+// copyObject writes e's content to w, exactly e.Size bytes of version e.ETag (the archive's
+// header for it has that size: a file replaced since it was listed fails the archive rather
+// than filling the entry with the start of another version).
 func copyObject(ctx context.Context, st storage.Backend, e *storage.Entry, w io.Writer) error {
-	rc, err := st.Open(ctx, e.Path, 0, e.Size)
+	rc, err := st.Open(ctx, e.Path, 0, e.Size, e.ETag)
 	if err != nil {
 		return objErr(err)
 	}

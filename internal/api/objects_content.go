@@ -68,7 +68,7 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, d *access.Dec
 		w.Header().Set("Content-Disposition", contentDisposition(path.Base(e.Path)))
 		w.Header().Set("Accept-Ranges", "bytes")
 		w.Header().Set("Content-Type", "application/octet-stream")
-		rs := &objectReader{ctx: ctx, st: st, p: e.Path, size: e.Size}
+		rs := &objectReader{ctx: ctx, st: st, p: e.Path, etag: e.ETag, size: e.Size}
 		defer rs.Close()
 		http.ServeContent(deadlineResponse{ResponseWriter: w, dw: dw}, r, "", e.ModTime, rs)
 		if err := dw.Err(); err != nil {
@@ -80,11 +80,15 @@ func (s *Server) getObject(w http.ResponseWriter, r *http.Request, d *access.Dec
 
 // objectReader is an io.ReadSeeker over one object for http.ServeContent: a seek costs nothing,
 // a read after a seek opens a ranged GET from there (to the end; closed when the next seek or
-// Close comes), so a Range request fetches only from its start.
+// Close comes), so a Range request fetches only from its start. Every GET is conditional on
+// etag, the version whose ETag, size and time the response's headers carry: the object
+// replaced meanwhile ends the body short (storage.ErrChanged) instead of sending another
+// version's bytes under them, or mixing two versions in the parts of a multi-range answer.
 type objectReader struct {
 	ctx  context.Context
 	st   storage.Backend
 	p    string
+	etag string
 	size int64
 	off  int64
 	rc   io.ReadCloser
@@ -115,7 +119,7 @@ func (o *objectReader) Read(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	if o.rc == nil {
-		rc, err := o.st.Open(o.ctx, o.p, o.off, -1)
+		rc, err := o.st.Open(o.ctx, o.p, o.off, -1, o.etag)
 		if err != nil {
 			o.err = err
 			return 0, err
@@ -410,7 +414,7 @@ func (s *Server) checksumObject(w http.ResponseWriter, r *http.Request, d *acces
 		if e.Type != storage.TypeFile {
 			return fmt.Errorf("checksum %s: %w", p, storage.ErrIsDir)
 		}
-		rc, err := st.Open(ctx, p, 0, -1)
+		rc, err := st.Open(ctx, p, 0, -1, e.ETag)
 		if err != nil {
 			return err
 		}

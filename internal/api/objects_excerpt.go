@@ -44,7 +44,7 @@ func (s *Server) excerptObject(tail bool) objectHandler {
 			}
 			var data []byte
 			if want > 0 {
-				rc, err := st.Open(ctx, p, off, want)
+				rc, err := st.Open(ctx, p, off, want, e.ETag) // the version whose size placed off
 				if err != nil {
 					return err
 				}

@@ -210,8 +210,12 @@ type Backend interface {
 	// List returns up to limit entries of directory dir after cursor ("" for the first page),
 	// without loading the whole directory.
 	List(ctx context.Context, dir, cursor string, limit int) (*Page, error)
-	// Open reads n bytes of file p from offset off (n < 0: to the end).
-	Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error)
+	// Open reads n bytes of file p from offset off (n < 0: to the end). etag, when not empty,
+	// is the version (Entry.ETag) the bytes must come from: if p is now another version the
+	// answer is ErrChanged and nothing is read, so that several reads of one file (ranges,
+	// parts, a Stat's size and then its bytes) never mix two versions. A backend whose entries
+	// carry no ETag refuses a non-empty etag with ErrChanged.
+	Open(ctx context.Context, p string, off, n int64, etag string) (io.ReadCloser, error)
 	// Create starts an Upload that will become file p.
 	Create(ctx context.Context, p string, opts UploadOptions) (Upload, error)
 	// Resume reopens the upload id (Upload.ID) to file p. known are the parts the caller saw

@@ -260,7 +260,7 @@ dispatch:
 			r.copying.Add(1) // the slow-run watch counts time spent moving parts
 			defer r.copying.Add(-1)
 			buf := make([]byte, size)
-			if err := r.readPart(fctx, sb, it.Source, off, buf); err != nil {
+			if err := r.readPart(fctx, sb, it.Source, versionETag(rec.SrcETag), off, buf); err != nil {
 				release()
 				fail(err)
 				return
@@ -341,9 +341,24 @@ dispatch:
 	return nil
 }
 
-// readPart reads len(buf) bytes of p at off.
-func (r *run) readPart(ctx context.Context, b storage.Backend, p string, off int64, buf []byte) error {
-	rc, err := b.Open(ctx, p, off, int64(len(buf)))
+// versionETag is the ETag a srcVersion names, "" for a version of size and time.
+func versionETag(version string) string {
+	etag, ok := strings.CutPrefix(version, "etag:")
+	if !ok {
+		return ""
+	}
+	return etag
+}
+
+// readPart reads len(buf) bytes of p at off; with etag, of that version only (else an error
+// wrapping errSourceChanged), so that the parts of one file are all read from the version its
+// upload record names, even if it changed and changed back meanwhile (which the Stat before
+// the commit cannot see).
+func (r *run) readPart(ctx context.Context, b storage.Backend, p, etag string, off int64, buf []byte) error {
+	rc, err := b.Open(ctx, p, off, int64(len(buf)), etag)
+	if errors.Is(err, storage.ErrChanged) {
+		return fmt.Errorf("read %s: %w: %w", p, errSourceChanged, err)
+	}
 	if err != nil {
 		return fmt.Errorf("read %s: %w", p, err)
 	}

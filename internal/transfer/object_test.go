@@ -53,7 +53,7 @@ func bucket(t testing.TB, srv *s3test.Server, endpoint string) *s3store.Backend 
 // objectSHA reads object p of b whole and returns its sha256.
 func objectSHA(t testing.TB, b storage.Backend, p string) string {
 	t.Helper()
-	rc, err := b.Open(t.Context(), p, 0, -1)
+	rc, err := b.Open(t.Context(), p, 0, -1, "")
 	if err != nil {
 		t.Fatalf("open %s: %v", p, err)
 	}

@@ -42,7 +42,7 @@ func (r *run) objectServerCopy(ctx context.Context, i int, it *Item, se *storage
 	srcSum, srcErr := fullSHA256(se), error(nil)
 	var wg sync.WaitGroup
 	if r.t.Verify == VerifySHA256 && srcSum == "" {
-		wg.Go(func() { srcSum, srcErr = r.hashObject(hctx, sb, it.Source, se.Size) })
+		wg.Go(func() { srcSum, srcErr = r.hashObject(hctx, sb, it.Source, se.ETag, se.Size) })
 	}
 	e, _, err := cc.CopyFrom(ctx, sb, it.Source, it.Destination, se.ETag)
 	if err != nil {
@@ -81,7 +81,7 @@ func (r *run) verifyServerCopy(ctx context.Context, i int, it *Item, se, e *stor
 	dstSum := fullSHA256(e)
 	if dstSum == "" { // a copy in parts: read back
 		var err error
-		if dstSum, err = r.hashObject(ctx, o.dst.backend(i), it.Destination, e.Size); err != nil {
+		if dstSum, err = r.hashObject(ctx, o.dst.backend(i), it.Destination, e.ETag, e.Size); err != nil {
 			return "", err
 		}
 	}
@@ -100,11 +100,11 @@ func (r *run) verifyServerCopy(ctx context.Context, i int, it *Item, se, e *stor
 	return srcSum, nil
 }
 
-// hashObject reads file p of b (size bytes) and returns its SHA-256 (hex): ranged reads of the
-// transfer's chunk size, as many at once as the run moves parts of one file and within its
-// memory share (a single stream would be bound by one TCP window on a long path), hashed in
-// order (orderedHash).
-func (r *run) hashObject(ctx context.Context, b storage.Backend, p string, size int64) (string, error) {
+// hashObject reads file p of b (size bytes; version etag when not empty, see readPart) and
+// returns its SHA-256 (hex): ranged reads of the transfer's chunk size, as many at once as the
+// run moves parts of one file and within its memory share (a single stream would be bound by
+// one TCP window on a long path), hashed in order (orderedHash).
+func (r *run) hashObject(ctx context.Context, b storage.Backend, p, etag string, size int64) (string, error) {
 	o := r.obj
 	ps := max(r.t.ChunkSize, 1)
 	oh, _ := newOrderedHash(0, nil)
@@ -143,7 +143,7 @@ dispatch:
 		release := func() { rel.Do(func() { o.mem.Release(w); <-o.parts; <-mine }) }
 		wg.Go(func() {
 			buf := make([]byte, n)
-			if err := r.readPart(ctx, b, p, off, buf); err != nil {
+			if err := r.readPart(ctx, b, p, etag, off, buf); err != nil {
 				release()
 				fail(err)
 				return

@@ -187,7 +187,7 @@ func TestCopyWithoutOverwrite(t *testing.T) {
 			if err := b.Copy(ctx, src, dst, false); err != nil {
 				t.Fatalf("copy: %v", err)
 			}
-			rc, err := b.Open(ctx, dst, 0, -1)
+			rc, err := b.Open(ctx, dst, 0, -1, "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -57,7 +57,7 @@ func TestCopyFrom(t *testing.T) {
 	if e.Size != int64(len(content)) || e.Checksum != base64.StdEncoding.EncodeToString(want[:]) {
 		t.Fatalf("copy %+v: want %d bytes with the full SHA-256 %s", e, len(content), base64.StdEncoding.EncodeToString(want[:]))
 	}
-	rc, err := dst.Open(ctx, "/copy/a.bin", 0, -1)
+	rc, err := dst.Open(ctx, "/copy/a.bin", 0, -1, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -269,16 +269,27 @@ func listable(name string) bool {
 	return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
 }
 
-// Open implements storage.Backend with a ranged GET.
-func (b *Backend) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
+// Open implements storage.Backend with a ranged GET, conditional (If-Match) with etag.
+func (b *Backend) Open(ctx context.Context, p string, off, n int64, etag string) (io.ReadCloser, error) {
 	p = path.Clean("/" + p)
 	in := &s3.GetObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(p))}
-	switch {
-	case n == 0:
-		if _, err := b.Stat(ctx, p); err != nil {
+	if etag != "" {
+		in.IfMatch = aws.String(etag) // the server answers another version with 412
+	}
+	// sameVersion answers a read that needs no GET: p must exist and, with etag, be that version.
+	sameVersion := func() (io.ReadCloser, error) {
+		e, err := b.Stat(ctx, p)
+		if err != nil {
 			return nil, err
 		}
+		if etag != "" && e.ETag != etag {
+			return nil, fmt.Errorf("read %s: %w", p, storage.ErrChanged)
+		}
 		return io.NopCloser(strings.NewReader("")), nil
+	}
+	switch {
+	case n == 0:
+		return sameVersion()
 	case n > 0:
 		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))
 	case off > 0:
@@ -288,7 +299,10 @@ func (b *Backend) Open(ctx context.Context, p string, off, n int64) (io.ReadClos
 	if err != nil {
 		var ae smithy.APIError
 		if errors.As(err, &ae) && ae.ErrorCode() == "InvalidRange" {
-			return io.NopCloser(strings.NewReader("")), nil // at or past the end
+			return sameVersion() // at or past the end
+		}
+		if etag != "" && errors.As(err, &ae) && ae.ErrorCode() == "PreconditionFailed" {
+			return nil, fmt.Errorf("read %s: %w", p, storage.ErrChanged)
 		}
 		return nil, b.classify("read", p, err)
 	}

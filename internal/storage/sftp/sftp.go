@@ -11,6 +11,7 @@ package sftp
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path"
@@ -91,7 +92,10 @@ func (b *Backend) List(ctx context.Context, dir, cursor string, limit int) (*sto
 }
 
 // Open implements storage.Backend.
-func (b *Backend) Open(ctx context.Context, p string, off, n int64) (io.ReadCloser, error) {
+func (b *Backend) Open(ctx context.Context, p string, off, n int64, etag string) (io.ReadCloser, error) {
+	if etag != "" { // its entries carry no ETag: no version can be asked for
+		return nil, fmt.Errorf("read %s as version %s: %w", p, etag, storage.ErrChanged)
+	}
 	f, e, err := b.fs.OpenRead(ctx, b.remote(p))
 	if err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"Capabilities", testCapabilities},
 		{"StatMissing", testStatMissing},
+		{"OpenVersion", testOpenVersion},
 		{"UploadParts", testUploadParts},
 		{"UploadEmpty", testUploadEmpty},
 		{"Parents", testParents},
@@ -128,7 +129,7 @@ func mustPut(t *testing.T, b storage.Backend, p string, content []byte) {
 
 func read(t *testing.T, b storage.Backend, p string, off, n int64) []byte {
 	t.Helper()
-	rc, err := b.Open(t.Context(), p, off, n)
+	rc, err := b.Open(t.Context(), p, off, n, "")
 	if err != nil {
 		t.Fatalf("open %s: %v", p, err)
 	}
@@ -138,6 +139,57 @@ func read(t *testing.T, b storage.Backend, p string, off, n int64) []byte {
 		t.Fatalf("read %s: %v", p, err)
 	}
 	return got
+}
+
+// testOpenVersion: a read of a version (Open's etag) reads it while it is the file's, and is
+// ErrChanged, reading nothing, once the file is another version, whatever the range; a
+// backend whose entries carry no ETag refuses any.
+func testOpenVersion(t *testing.T, b storage.Backend) {
+	ctx := t.Context()
+	v1 := data(3000, 1)
+	e1, err := put(t, b, "/v", v1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges := []struct{ off, n int64 }{{0, -1}, {0, 0}, {10, 100}, {2990, -1}, {3000, -1}, {5000, 10}}
+	if e1.ETag == "" {
+		if _, err := b.Open(ctx, "/v", 0, -1, `"some-version"`); !errors.Is(err, storage.ErrChanged) {
+			t.Fatalf("open with an ETag on a backend without them: %v, want storage.ErrChanged", err)
+		}
+		return
+	}
+	for _, r := range ranges {
+		rc, err := b.Open(ctx, "/v", r.off, r.n, e1.ETag)
+		if err != nil {
+			t.Fatalf("open %d+%d of the current version: %v", r.off, r.n, err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		end := min(int64(len(v1)), r.off+r.n)
+		if r.n < 0 {
+			end = int64(len(v1))
+		}
+		if want := v1[min(r.off, end):end]; err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("open %d+%d of the current version: %d bytes, %v; want %d bytes", r.off, r.n, len(got), err, len(want))
+		}
+	}
+	e2, err := put(t, b, "/v", data(3000, 2), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e2.ETag == e1.ETag {
+		t.Fatalf("two contents, one ETag %s", e1.ETag)
+	}
+	for _, r := range ranges {
+		if rc, err := b.Open(ctx, "/v", r.off, r.n, e1.ETag); !errors.Is(err, storage.ErrChanged) {
+			if err == nil {
+				got, _ := io.ReadAll(rc)
+				rc.Close()
+				t.Fatalf("open %d+%d of the replaced version read %d bytes, want storage.ErrChanged", r.off, r.n, len(got))
+			}
+			t.Fatalf("open %d+%d of the replaced version: %v, want storage.ErrChanged", r.off, r.n, err)
+		}
+	}
 }
 
 func testCapabilities(t *testing.T, b storage.Backend) {
@@ -179,7 +231,7 @@ func testStatMissing(t *testing.T, b storage.Backend) {
 		if _, err := b.Stat(t.Context(), p); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("stat %s: %v, want fs.ErrNotExist", p, err)
 		}
-		if _, err := b.Open(t.Context(), p, 0, -1); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := b.Open(t.Context(), p, 0, -1, ""); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("open %s: %v, want fs.ErrNotExist", p, err)
 		}
 	}
