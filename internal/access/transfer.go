@@ -113,7 +113,8 @@ func (r *Resolver) resolveTransfer(ctx context.Context, owner string, ep transfe
 	return sys, nil
 }
 
-// recheck is the Recheck of one resolved transfer endpoint, asked before every round and range.
+// recheck is the Recheck of one resolved transfer endpoint, asked before every round, chunk,
+// batch of small files and range.
 // A full decision costs several store reads (the operator's switches, the grants, the system
 // and its credential); instead it keeps its last allowing decision and validates it with one
 // query, Store.AccessStamp, which reads everything the decision relied on. The stamp is read
