@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -113,14 +114,17 @@ func (r *Resolver) resolveTransfer(ctx context.Context, owner string, ep transfe
 	return sys, nil
 }
 
-// recheck is the Recheck of one resolved transfer endpoint, asked before every round and range.
+// recheck is the Recheck of one resolved transfer endpoint, asked before every round, chunk,
+// batch of small files and range.
 // A full decision costs several store reads (the operator's switches, the grants, the system
 // and its credential); instead it keeps its last allowing decision and validates it with one
 // query, Store.AccessStamp, which reads everything the decision relied on. The stamp is read
 // before the decision it validates, so a change made while deciding is seen at the next check;
 // any change (a grant revoked or expired, a user or system disabled, the system or its
-// credential changed or deleted) makes the stamps differ and the next check decides in full,
-// so revocation still stops the transfer at its next range, on any instance. Systems behind a
+// credential changed or deleted, the caller's recorded groups changed) makes the stamps differ
+// and the next check decides in full, with the caller's groups as the stamp read them, so
+// revocation (leaving a group included) still stops the transfer at its next range, on any
+// instance. Systems behind a
 // jump host are decided in full every time (the stamp does not cover the jump chain).
 type recheck struct {
 	r        *Resolver
@@ -152,6 +156,20 @@ func (c *recheck) check(ctx context.Context) error {
 		return nil
 	}
 	c.stamp = nil
+	// Group grants are judged by the groups the caller's last request carried, on whichever
+	// instance it came (the store has them), not by those of the request that started the
+	// transfer: a group left since lends its grants no longer.
+	if st.CallerGroups != "" {
+		var groups []string
+		if err := json.Unmarshal([]byte(st.CallerGroups), &groups); err != nil {
+			return fmt.Errorf("access check: the caller's groups: %w", err)
+		}
+		if len(groups) == 0 {
+			groups = nil
+		}
+		c.req.Caller.Groups = groups
+		c.r.groups.changed(c.req.Caller.User, groups)
+	}
 	if st.Disabled {
 		// The stamp is fresher than this instance's cache of the operator's switches (another
 		// instance may have switched): decide on the store's answer.

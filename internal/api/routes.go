@@ -338,7 +338,11 @@ func (s *Server) checkEnabled(rt route, r *http.Request) error {
 	}
 	caller := principal(r).User
 	err := s.access.CheckEnabled(r.Context(), caller, ref)
-	if ref != "" {
+	// The refusal is recorded on the system only when it is the caller's own: for another's
+	// ("{owner}:{id}") this judged the caller's switch alone, not whether the caller may see
+	// that system, and its owner's audit takes refusals only from callers who can (Resolve
+	// records those, after the grant). The caller's own entry records the attempt either way.
+	if owner, _, perr := access.ParseRef(caller, ref); ref != "" && perr == nil && owner == caller {
 		noteRefusal(r.Context(), caller, ref, err)
 	}
 	return err

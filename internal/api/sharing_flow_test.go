@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sshapi/sshapi/internal/auth"
+	"github.com/sshapi/sshapi/internal/transfer"
 	"github.com/sshapi/sshapi/internal/wanem"
 )
 
@@ -253,4 +255,130 @@ func TestSharingFlow(t *testing.T) {
 	if r := e.do("alice", "POST", "/v1/systems/hpc/commands", map[string]any{"command": "true"}); r.status != 200 {
 		t.Fatalf("re-enabled: %d %s", r.status, r.body)
 	}
+}
+
+// TestRevocationStopsSmallFileTransfer: bob copies a directory of small files from alice's
+// system through a grant; alice revokes it once the first files have arrived. Small files move
+// in batches, not ranges, and the transfer must stop at its next batch, as it stops at the next
+// range of a large file: it fails saying the system is no longer shared, with most files never
+// copied. (Before, the round checked access once at its start and copied every file of it.)
+func TestRevocationStopsSmallFileTransfer(t *testing.T) {
+	e, _ := newTransferEnvWith(t, transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond,
+		SharedChunkItems: 4, BatchFiles: 1})
+	proxy, err := wanem.New(wanem.Config{Upstream: e.srv.Addr, Rate: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Stop() })
+	e.registerAt("alice", "slow", e.srv, proxy.Addr().String())
+	e.register("bob", "own")
+	srcDir, dstDir := e.srv.MkTemp(t), e.srv.MkTemp(t)
+	const files = 48
+	for i := range files {
+		data := make([]byte, 128<<10)
+		_, _ = rand.Read(data)
+		_ = os.WriteFile(filepath.Join(srcDir, fmt.Sprintf("f%02d", i)), data, 0o644)
+	}
+	ownTree(t, e.srv, srcDir)
+	r := e.do("alice", "POST", "/v1/systems/slow/grants", map[string]any{"principal": "user:bob", "path": srcDir, "access": "read"})
+	if r.status != 201 {
+		t.Fatalf("grant: %d %s", r.status, r.body)
+	}
+	grant := r.json(t)["id"].(string)
+	dst := filepath.Join(dstDir, "copy")
+	r = e.do("bob", "POST", "/v1/transfers", map[string]any{
+		"source": map[string]any{"system": "alice:slow", "path": srcDir}, "destination": map[string]any{"system": "own", "path": dst},
+		"recursive": true,
+	})
+	if r.status != 202 {
+		t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+	id := r.json(t)["id"].(string)
+	// copied counts the files in place under their final names (not temporary ones).
+	copied := func() int {
+		entries, _ := os.ReadDir(dst)
+		n := 0
+		for _, de := range entries {
+			if !strings.HasPrefix(de.Name(), ".") {
+				n++
+			}
+		}
+		return n
+	}
+	awaitState(t, "the first files copied", func() bool { return copied() > 0 })
+	if r := e.do("alice", "DELETE", "/v1/systems/slow/grants/"+grant, nil); r.status != 204 {
+		t.Fatalf("revoke: %d %s", r.status, r.body)
+	}
+	atRevoke := copied()
+	m := e.waitTransfer("bob", id, time.Minute)
+	after := copied()
+	if m["status"] != "failed" || !strings.Contains(fmt.Sprint(m["error"]), "no longer shared") || after >= files {
+		t.Fatalf("after revocation (%d files copied then): %d of %d files copied, %v", atRevoke, after, files, m)
+	}
+	t.Logf("revoked with %d of %d files copied; %d when the transfer failed", atRevoke, files, after)
+}
+
+// TestGroupLeftStopsRunningTransfer: dave copies from alice's system through a grant to group
+// proj42; his identity provider then drops him from proj42, and his next request's token
+// says so. The transfer that runs on through the group's grant is refused at its next range,
+// as it would be had the grant been revoked: a running transfer judges group grants by the
+// groups its owner's last request carried (recorded in the store, so on any instance), not by
+// those of the request that started it. Before, it went on to the end.
+func TestGroupLeftStopsRunningTransfer(t *testing.T) {
+	e, _ := newTransferEnv(t)
+	proxy, err := wanem.New(wanem.Config{Upstream: e.srv.Addr, Rate: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxy.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Stop() })
+	e.registerAt("alice", "slow", e.srv, proxy.Addr().String())
+	e.register("dave", "own")
+	srcDir, dstDir := e.srv.MkTemp(t), e.srv.MkTemp(t)
+	data := make([]byte, 64<<20)
+	_, _ = rand.Read(data)
+	_ = os.WriteFile(filepath.Join(srcDir, "f"), data, 0o644)
+	ownTree(t, e.srv, srcDir)
+	if r := e.do("alice", "POST", "/v1/systems/slow/grants", map[string]any{"principal": "group:proj42", "path": srcDir, "access": "read"}); r.status != 201 {
+		t.Fatalf("grant: %d %s", r.status, r.body)
+	}
+	as := func(groups ...string) string {
+		tok, err := auth.IssueHS256Groups(e.secret, "dave", "groups", groups, time.Hour, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + tok
+	}
+	r := e.do("", "POST", "/v1/transfers", map[string]any{
+		"source": map[string]any{"system": "alice:slow", "path": filepath.Join(srcDir, "f")}, "destination": map[string]any{"system": "own", "path": filepath.Join(dstDir, "f")},
+		"chunk_size": 2 << 20, "streams": 2,
+	}, "Authorization", as("proj42"))
+	if r.status != 202 {
+		t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+	id := r.json(t)["id"].(string)
+	get := func(groups ...string) map[string]any {
+		return e.do("", "GET", "/v1/transfers/"+id, nil, "Authorization", as(groups...)).json(t)
+	}
+	awaitState(t, "the transfer running", func() bool {
+		m := get("proj42")
+		if m["status"] == "succeeded" || m["status"] == "failed" {
+			t.Fatalf("never running: %v", m)
+		}
+		return m["status"] == "running" && m["bytes_done"].(float64) > 0
+	})
+	// dave's next request carries his new groups: proj42 is gone.
+	if r := e.do("", "GET", "/v1/systems/alice:slow/stat"+srcDir+"/f", nil, "Authorization", as("other")); r.status != 404 {
+		t.Fatalf("stat without the group: %d %s", r.status, r.body)
+	}
+	m := e.waitTransfer("dave", id, time.Minute)
+	if m["status"] != "failed" || !strings.Contains(fmt.Sprint(m["error"]), "no longer shared") || m["bytes_done"].(float64) >= float64(len(data)) {
+		t.Fatalf("after dave left proj42: %v", m)
+	}
+	t.Logf("dave left proj42; the transfer failed at %.0f MiB of 64: %v", m["bytes_done"].(float64)/(1<<20), m["error"])
 }

@@ -303,3 +303,41 @@ func TestDownloadBufferShare(t *testing.T) {
 		t.Fatalf("alice after release: %d %s", r.status, r.body)
 	}
 }
+
+// TestDisabledCallerWritesNoOtherOwnersAudit: eve, whom an operator disabled and who has no
+// grant on any of alice's systems, sends requests naming alice's system and one that does not
+// exist. They are refused (403, her own switch), and they are not in alice's audit: refusals
+// are recorded for their owner only on systems the caller can see. Before, the check of eve's
+// own switch recorded each attempt as an action on alice's system, so anyone disabled could
+// fill any owner's audit with entries naming systems of their choosing.
+func TestDisabledCallerWritesNoOtherOwnersAudit(t *testing.T) {
+	e := newEnv(t)
+	e.api.deps.Verifier = operatorVerifier{Verifier: e.api.deps.Verifier, ops: []string{"root"}}
+	e.register("alice", "hpc")
+	if r := e.do("root", "PUT", "/v1/admin/users/eve/disabled", map[string]any{"disabled": true}); r.status != 200 {
+		t.Fatalf("disable eve: %d %s", r.status, r.body)
+	}
+	for _, p := range []string{"/v1/systems/alice:hpc/ls/tmp", "/v1/systems/alice:invented/files/tmp/x"} {
+		method := "GET"
+		if strings.Contains(p, "/files/") {
+			method = "DELETE"
+		}
+		if r := e.do("eve", method, p, nil); r.status != 403 || !strings.Contains(string(r.body), `your user \"eve\" is disabled`) {
+			t.Fatalf("%s %s: %d %s, want 403 naming eve's switch", method, p, r.status, r.body)
+		}
+	}
+	r := e.do("alice", "GET", "/v1/audit?limit=1000", nil)
+	if r.status != 200 {
+		t.Fatalf("audit: %d %s", r.status, r.body)
+	}
+	if strings.Contains(string(r.body), `"principal":"eve"`) {
+		t.Fatalf("alice's audit holds eve's refused attempts on systems eve cannot see: %s", r.body)
+	}
+	// eve's refused attempts are hers: her own audit shows them, on no owner but herself.
+	r = e.do("root", "GET", "/v1/admin/audit?principal=eve&limit=1000", nil)
+	for _, en := range r.json(t)["entries"].([]any) {
+		if owner := en.(map[string]any)["owner"]; owner != "eve" {
+			t.Errorf("eve's refused attempt recorded on owner %v: %v", owner, en)
+		}
+	}
+}

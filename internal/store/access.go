@@ -150,8 +150,9 @@ type UserGroupsParams struct {
 }
 
 // AccessStampParams names the facts a decision on Owner's system SystemID for Caller relied on:
-// the system, its credential, the operator's switches of Caller, Owner and the system, and
-// (for a grantee) GrantID, judged unexpired at Now.
+// the system, its credential, the operator's switches of Caller, Owner and the system, the
+// groups last recorded for Caller (PutUserGroups), and (for a grantee) GrantID, judged
+// unexpired at Now.
 type AccessStampParams struct {
 	Owner, SystemID, Caller string
 	GrantID                 string // "" for the owner's own decision
@@ -160,8 +161,8 @@ type AccessStampParams struct {
 
 // AccessStamp is a snapshot of what AccessStampParams names, read in one query. Any change that
 // can withdraw access (a system deleted or changed, a credential replaced or removed, a grant
-// revoked or expired, a user or system disabled) changes the stamp, so a decision made after an
-// equal stamp was read still holds.
+// revoked or expired, a user or system disabled, the caller's groups changed) changes the
+// stamp, so a decision made after an equal stamp was read still holds.
 type AccessStamp struct {
 	// SystemUpdated is the system's UpdatedAt in Unix microseconds, 0 when it is gone.
 	SystemUpdated int64
@@ -171,6 +172,9 @@ type AccessStamp struct {
 	GrantLive bool
 	// Disabled reports that Caller, Owner or the system is disabled.
 	Disabled bool
+	// CallerGroups are the groups last recorded for Caller, as a JSON array of strings; ""
+	// when none were ever recorded. A decision judges group grants by them.
+	CallerGroups string
 }
 
 // AuditAppendParams appends entries in one transaction (times set where zero).

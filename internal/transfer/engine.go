@@ -37,9 +37,10 @@ type System struct {
 	RootDir string
 	// Within, if set, is a further root inside RootDir (the grant the caller acts under).
 	Within string
-	// Recheck, if set, is asked before every round and every range whether the caller may
-	// still use this endpoint (a revoked grant stops a running transfer); an error wrapping
-	// ErrSystem fails the transfer.
+	// Recheck, if set, is asked before every round, every chunk of items a round prepares,
+	// every batch of small files (single-range files, which move in batches rather than by
+	// range) and every range whether the caller may still use this endpoint (a revoked grant
+	// stops a running transfer there); an error wrapping ErrSystem fails the transfer.
 	Recheck func(ctx context.Context) error
 	// Hold, if set, orders the run's use of this endpoint's paths against restructuring by the
 	// other principals acting through grants on the same owner's files (access.Decision.Hold,

@@ -476,6 +476,11 @@ func (r *run) roundChunk(ctx context.Context, pending []*Item) error {
 // applies the sync level, and returns the files still to copy: the single-range ones and the
 // others.
 func (r *run) prepareItems(ctx context.Context, pending []*Item) (small, large []*Item, err error) {
+	// Each chunk asks again: a round (or a streamed plan) prepares chunk after chunk, and a
+	// grant revoked meanwhile must stop the directories and symlinks of the next one.
+	if err := r.recheck(ctx); err != nil {
+		return nil, nil, err
+	}
 	pending, err = r.checkItems(ctx, r.streams[0], pending)
 	if err != nil {
 		return nil, nil, err
@@ -754,8 +759,8 @@ func (r *run) hold(ctx context.Context) (release func(), err error) {
 	return release, nil
 }
 
-// recheck asks both endpoints whether the owner may still use them (before every round and
-// every range); a refusal (ErrSystem) ends the run with it as the cause, so the transfer fails
+// recheck asks both endpoints whether the owner may still use them (before every round, every
+// chunk prepareItems prepares, every batch of small files and every range); a refusal (ErrSystem) ends the run with it as the cause, so the transfer fails
 // at once instead of being retried.
 func (r *run) recheck(ctx context.Context) error {
 	for _, sys := range []System{r.src, r.dst} {

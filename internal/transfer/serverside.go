@@ -15,6 +15,9 @@ func (r *run) doServerSide(ctx context.Context, files []*Item) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if err := r.recheck(ctx); err != nil { // as before every range: a revoked grant stops here
+			return err
+		}
 		r.mu.Lock()
 		pairs := make([]copyPair, len(batch))
 		for i, it := range batch {

@@ -109,10 +109,15 @@ func (p *smallPool) wait() error {
 	return p.first
 }
 
-// smallBatch copies one batch of small files on worker w.
+// smallBatch copies one batch of small files on worker w. A small file is a single range, so
+// the batch first asks whether the ends may still be used, as every range does: a revoked
+// grant stops the transfer at its next batch, not at the end of the round.
 func (r *run) smallBatch(ctx context.Context, w int, batch []*Item, useTar bool) error {
 	if ctx.Err() != nil {
 		return nil
+	}
+	if err := r.recheck(ctx); err != nil {
+		return err
 	}
 	s := r.streams[w%len(r.streams)]
 	r.mu.Lock()

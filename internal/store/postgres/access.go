@@ -333,8 +333,9 @@ func (d *DB) AccessStamp(ctx context.Context, p *store.AccessStampParams) (store
 		(SELECT updated_at FROM systems WHERE owner = $1 AND id = $2),
 		COALESCE((SELECT generation FROM credentials WHERE owner = $1 AND system_id = $2), 0),
 		(SELECT count(*) FROM grants WHERE id = $3 AND owner = $1 AND system_id = $2 AND (expires_at IS NULL OR expires_at > $4)),
-		(SELECT count(*) FROM disabled WHERE (owner = $5 AND system_id = '') OR (owner = $1 AND system_id IN ('', $2)))`,
-		p.Owner, p.SystemID, p.GrantID, p.Now, p.Caller).Scan(&updated, &st.CredentialGeneration, &grants, &disabled)
+		(SELECT count(*) FROM disabled WHERE (owner = $5 AND system_id = '') OR (owner = $1 AND system_id IN ('', $2))),
+		COALESCE((SELECT array_to_json(groups)::text FROM user_groups WHERE username = $5), '')`,
+		p.Owner, p.SystemID, p.GrantID, p.Now, p.Caller).Scan(&updated, &st.CredentialGeneration, &grants, &disabled, &st.CallerGroups)
 	if err != nil {
 		return store.AccessStamp{}, fmt.Errorf("postgres: access stamp: %w", err)
 	}

@@ -353,9 +353,10 @@ func (d *DB) AccessStamp(ctx context.Context, p *store.AccessStampParams) (store
 		COALESCE((SELECT updated_at FROM systems WHERE owner = ? AND id = ?), 0),
 		COALESCE((SELECT generation FROM credentials WHERE owner = ? AND system_id = ?), 0),
 		(SELECT count(*) FROM grants WHERE id = ? AND owner = ? AND system_id = ? AND (expires_at = 0 OR expires_at > ?)),
-		(SELECT count(*) FROM disabled WHERE (owner = ? AND system_id = '') OR (owner = ? AND system_id IN ('', ?)))`,
+		(SELECT count(*) FROM disabled WHERE (owner = ? AND system_id = '') OR (owner = ? AND system_id IN ('', ?))),
+		COALESCE((SELECT groups FROM user_groups WHERE username = ?), '')`,
 		p.Owner, p.SystemID, p.Owner, p.SystemID, p.GrantID, p.Owner, p.SystemID, p.Now.UnixMicro(),
-		p.Caller, p.Owner, p.SystemID).Scan(&st.SystemUpdated, &st.CredentialGeneration, &grants, &disabled)
+		p.Caller, p.Owner, p.SystemID, p.Caller).Scan(&st.SystemUpdated, &st.CredentialGeneration, &grants, &disabled, &st.CallerGroups)
 	if err != nil {
 		return store.AccessStamp{}, fmt.Errorf("sqlite: access stamp: %w", err)
 	}

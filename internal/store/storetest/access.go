@@ -222,6 +222,9 @@ func testAccessStamp(t *testing.T, s store.Store) {
 	if err := s.CreateGrant(ctx, &store.GrantCreateParams{Grant: &g}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.PutUserGroups(ctx, &store.UserGroupsParams{User: "bob", Groups: []string{"proj42"}}); err != nil {
+		t.Fatal(err)
+	}
 	p := &store.AccessStampParams{Owner: "alice", SystemID: "hpc", Caller: "bob", GrantID: g.ID, Now: time.Now()}
 	stamp := func() store.AccessStamp {
 		t.Helper()
@@ -232,7 +235,7 @@ func testAccessStamp(t *testing.T, s store.Store) {
 		return st
 	}
 	st := stamp()
-	if st.SystemUpdated == 0 || st.CredentialGeneration == 0 || !st.GrantLive || st.Disabled {
+	if st.SystemUpdated == 0 || st.CredentialGeneration == 0 || !st.GrantLive || st.Disabled || st.CallerGroups != `["proj42"]` {
 		t.Fatalf("stamp of a usable grant: %+v", st)
 	}
 	// Unrelated changes leave it alone.
@@ -253,6 +256,8 @@ func testAccessStamp(t *testing.T, s store.Store) {
 			func() { _ = s.SetDisabled(ctx, &store.DisabledParams{Owner: "alice"}) }},
 		{"system disabled", func() { _ = s.SetDisabled(ctx, &store.DisabledParams{Owner: "alice", SystemID: "hpc", Disabled: true}) },
 			func() { _ = s.SetDisabled(ctx, &store.DisabledParams{Owner: "alice", SystemID: "hpc"}) }},
+		{"caller's groups changed", func() { _ = s.PutUserGroups(ctx, &store.UserGroupsParams{User: "bob", Groups: []string{"other"}}) },
+			func() { _ = s.PutUserGroups(ctx, &store.UserGroupsParams{User: "bob", Groups: []string{"proj42"}}) }},
 	}
 	for _, c := range changes {
 		c.apply()
