@@ -30,6 +30,15 @@ type auditNote struct {
 	detail      string
 	fixed       bool // a fan-out: the entry names its systems in detail, not one system
 	bytesIn     atomic.Int64
+	// others are further owners' systems the request acted on, each recorded as an entry of
+	// its own beside the request's (a transfer between two other owners' shared systems).
+	others []auditTarget
+}
+
+// auditTarget is one system (by its owner) and the paths on it a request acted on.
+type auditTarget struct {
+	systemOwner, system string
+	paths               []string
 }
 
 type auditNoteKey struct{}
@@ -216,6 +225,7 @@ func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int,
 	if n.actor != "" {
 		e.Owner = n.actor
 	}
+	others := n.others
 	n.mu.Unlock()
 	if e.Owner == "" {
 		return nil // a link request refused before its link was known
@@ -233,6 +243,13 @@ func (s *Server) writeAudit(rt route, r *http.Request, n *auditNote, status int,
 		e.Bytes = written
 	} else {
 		e.Bytes = n.bytesIn.Load()
+	}
+	for _, o := range others {
+		oe := e
+		oe.SystemOwner, oe.SystemID, oe.Paths = o.systemOwner, o.system, o.paths
+		if err := s.recordAudit(r.Context(), oe); err != nil {
+			return err
+		}
 	}
 	return s.recordAudit(r.Context(), e)
 }

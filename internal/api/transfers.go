@@ -87,7 +87,8 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := principal(r)
 	owner := p.User
-	for _, ep := range []struct {
+	var ends [2]auditTarget
+	for i, ep := range []struct {
 		role  string
 		ep    transfer.Endpoint
 		level access.Level
@@ -104,14 +105,9 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) error {
 		case err != nil:
 			return err
 		}
-		// The audit names the shared endpoint if there is one, so its owner sees the transfer.
-		if n := noteOf(r); n != nil && (n.system == "" || d.Owner != owner) {
-			n.systemOwner, n.system = d.Owner, d.SystemID
-		}
-		if n := noteOf(r); n != nil {
-			n.paths = append(n.paths, ep.ep.Path)
-		}
+		ends[i] = auditTarget{systemOwner: d.Owner, system: d.SystemID, paths: []string{ep.ep.Path}}
 	}
+	noteTransferEnds(r, owner, ends)
 	t, created, err := tr.Submit(r.Context(), owner, req)
 	if err != nil {
 		return transferErr("", err)
@@ -123,6 +119,32 @@ func (s *Server) createTransfer(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, status, t)
 	return nil
+}
+
+// noteTransferEnds records the systems a transfer submitted by caller acts on. The entry names
+// the shared end if there is one, so its owner sees the transfer, with both paths. When the
+// two ends are shared systems of two other owners, each owner gets an entry of their own,
+// naming their system and only their path: the source's owner sees her files copied out, and
+// neither sees the other's paths.
+func noteTransferEnds(r *http.Request, caller string, ends [2]auditTarget) {
+	n := noteOf(r)
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	src, dst := ends[0], ends[1]
+	if src.systemOwner != caller && dst.systemOwner != caller && src.systemOwner != dst.systemOwner {
+		n.systemOwner, n.system, n.paths = dst.systemOwner, dst.system, dst.paths
+		n.others = append(n.others, src)
+		return
+	}
+	main := src
+	if dst.systemOwner != caller {
+		main = dst
+	}
+	n.systemOwner, n.system = main.systemOwner, main.system
+	n.paths = append(n.paths, src.paths[0], dst.paths[0])
 }
 
 func (s *Server) listTransfers(w http.ResponseWriter, r *http.Request) error {
