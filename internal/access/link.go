@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -77,7 +78,7 @@ func (r *Resolver) ResolveLink(ctx context.Context, token string, level Level) (
 	if err != nil {
 		return nil, err
 	}
-	d.Within, d.Link, d.guard, d.who = l.Path, l, r.deps.Guard, "link:"+l.ID
+	d.Within, d.Link, d.guard, d.who = l.Path, l, r.deps.Guard, auth.LinkPrincipalPrefix+l.ID
 	return d, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sshapi/sshapi/internal/access"
+	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/store"
 	"github.com/sshapi/sshapi/internal/store/auditspool"
 )
@@ -62,7 +63,7 @@ func noteDecision(ctx context.Context, d *access.Decision, paths ...string) {
 	n.systemOwner, n.system = d.Owner, d.SystemID
 	n.paths = append(n.paths, paths...)
 	if d.Link != nil {
-		n.linkID, n.actor = d.Link.ID, "link:"+d.Link.ID
+		n.linkID, n.actor = d.Link.ID, auth.LinkPrincipalPrefix+d.Link.ID
 	}
 }
 

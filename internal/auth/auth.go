@@ -62,6 +62,29 @@ const maxSubjectLen = 256
 // maxKidLen bounds the key id looked up (and logged).
 const maxKidLen = 256
 
+// SubjectProblem says why sub cannot name a user, "" when it can: it is empty, longer than 256
+// bytes, holds control characters or starts with LinkPrincipalPrefix. Every way in (bearer
+// tokens, the web UI's ID tokens) asks it, so a user is the same principal whichever way they
+// come.
+func SubjectProblem(sub string) string {
+	switch {
+	case sub == "":
+		return "token has no sub claim"
+	case len(sub) > maxSubjectLen:
+		return fmt.Sprintf("sub claim longer than %d bytes", maxSubjectLen)
+	case strings.ContainsFunc(sub, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return "sub claim contains control characters"
+	case strings.HasPrefix(sub, LinkPrincipalPrefix):
+		return "sub claim starts with " + LinkPrincipalPrefix + ", which names share links"
+	}
+	return ""
+}
+
+// LinkPrincipalPrefix starts the principal of a request made with a share link ("link:ID"), as
+// the audit and the guard name it. No token's subject may start with it: a user of that name
+// would read, as their own, the audit entries of that link.
+const LinkPrincipalPrefix = "link:"
+
 // Principal is the authenticated caller.
 type Principal struct {
 	// User is the token's subject (sub claim).
@@ -285,12 +308,8 @@ func (v *Verifier) verify(ctx context.Context, token string) (Principal, *Error)
 	switch {
 	case serr != nil:
 		why = "sub claim is not a string"
-	case sub == "":
-		why = "token has no sub claim"
-	case len(sub) > maxSubjectLen:
-		why = fmt.Sprintf("sub claim longer than %d bytes", maxSubjectLen)
-	case strings.ContainsFunc(sub, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		why = "sub claim contains control characters"
+	case SubjectProblem(sub) != "":
+		why = SubjectProblem(sub)
 	default:
 		p := Principal{User: sub, Groups: groupsOf(claims[v.groups])}
 		p.Operator = slices.Contains(v.ops, sub) || (v.opGroup != "" && slices.Contains(p.Groups, v.opGroup))

@@ -49,6 +49,8 @@ func TestVerifyHS256(t *testing.T) {
 		{name: "not yet valid", token: hs(jwt.MapClaims{"sub": "bob", "exp": exp, "nbf": now.Add(time.Minute).Unix()}), wantErr: "not valid yet"},
 		{name: "issued in the future", token: hs(jwt.MapClaims{"sub": "bob", "exp": exp, "iat": now.Add(time.Minute).Unix()}), wantErr: "future"},
 		{name: "empty sub", token: hs(jwt.MapClaims{"sub": "", "exp": exp}), wantErr: "no sub"},
+		{name: "sub of a link", token: hs(jwt.MapClaims{"sub": "link:l_abc", "exp": exp}), wantErr: "names share links"},
+		{name: "sub with a colon", token: hs(jwt.MapClaims{"sub": "http://cilogon.org/serverE/users/1", "exp": exp}), want: "http://cilogon.org/serverE/users/1"},
 		{name: "missing sub", token: hs(jwt.MapClaims{"exp": exp}), wantErr: "no sub"},
 		{name: "control character in sub", token: hs(jwt.MapClaims{"sub": "a\nb", "exp": exp}), wantErr: "control"},
 		{name: "overlong sub", token: hs(jwt.MapClaims{"sub": strings.Repeat("x", 300), "exp": exp}), wantErr: "longer"},
@@ -113,6 +115,7 @@ func TestVerifyHS256(t *testing.T) {
 var publicReasons = map[string]bool{
 	"no token": true, "malformed token": true, "token expired": true, "token not valid yet": true, invalidToken: true,
 	"token has no sub claim": true, "sub claim contains control characters": true, "sub claim longer than 256 bytes": true,
+	"sub claim starts with link:, which names share links": true,
 }
 
 // checkRefusal asserts err is an *Error wrapping ErrUnauthenticated whose Reason says
