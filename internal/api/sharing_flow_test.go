@@ -18,7 +18,6 @@ import (
 
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/transfer"
-	"github.com/sshapi/sshapi/internal/wanem"
 )
 
 // operatorVerifier makes the named users operators, as auth.Config.Operators does.
@@ -38,21 +37,7 @@ func (v operatorVerifier) Verify(ctx context.Context, token string) (auth.Princi
 // without leaving a file behind.
 func TestRevocationStopsRunningTransfer(t *testing.T) {
 	e, _ := newTransferEnv(t)
-	proxy, err := wanem.New(wanem.Config{Upstream: e.srv.Addr, Rate: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proxy.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Stop() })
-	e.registerAt("alice", "slow", e.srv, proxy.Addr().String())
-	e.register("bob", "own")
-	srcDir, dstDir := e.srv.MkTemp(t), e.srv.MkTemp(t)
-	data := make([]byte, 64<<20)
-	_, _ = rand.Read(data)
-	_ = os.WriteFile(filepath.Join(srcDir, "f"), data, 0o644)
-	ownTree(t, e.srv, srcDir)
+	srcDir, dstDir := e.slowSource(t, 8<<20, "bob", "own", 64<<20)
 	r := e.do("alice", "POST", "/v1/systems/slow/grants", map[string]any{"principal": "user:bob", "path": srcDir, "access": "read"})
 	if r.status != 201 {
 		t.Fatalf("grant: %d %s", r.status, r.body)
@@ -83,7 +68,7 @@ func TestRevocationStopsRunningTransfer(t *testing.T) {
 	}
 	m := e.waitTransfer("bob", id, time.Minute)
 	stopped := time.Since(revoked)
-	if m["status"] != "failed" || !strings.Contains(m["error"].(string), "no longer shared") || m["bytes_done"].(float64) >= float64(len(data)) {
+	if m["status"] != "failed" || !strings.Contains(m["error"].(string), "no longer shared") || m["bytes_done"].(float64) >= float64(64<<20) {
 		t.Fatalf("after revocation: %v", m)
 	}
 	if entries, _ := os.ReadDir(dstDir); len(entries) != 0 {
@@ -265,17 +250,7 @@ func TestSharingFlow(t *testing.T) {
 func TestRevocationStopsSmallFileTransfer(t *testing.T) {
 	e, _ := newTransferEnvWith(t, transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond,
 		SharedChunkItems: 4, BatchFiles: 1})
-	proxy, err := wanem.New(wanem.Config{Upstream: e.srv.Addr, Rate: 2 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proxy.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Stop() })
-	e.registerAt("alice", "slow", e.srv, proxy.Addr().String())
-	e.register("bob", "own")
-	srcDir, dstDir := e.srv.MkTemp(t), e.srv.MkTemp(t)
+	srcDir, dstDir := e.slowSource(t, 2<<20, "bob", "own", 0)
 	const files = 48
 	for i := range files {
 		data := make([]byte, 128<<10)
@@ -329,21 +304,7 @@ func TestRevocationStopsSmallFileTransfer(t *testing.T) {
 // those of the request that started it. Before, it went on to the end.
 func TestGroupLeftStopsRunningTransfer(t *testing.T) {
 	e, _ := newTransferEnv(t)
-	proxy, err := wanem.New(wanem.Config{Upstream: e.srv.Addr, Rate: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proxy.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Stop() })
-	e.registerAt("alice", "slow", e.srv, proxy.Addr().String())
-	e.register("dave", "own")
-	srcDir, dstDir := e.srv.MkTemp(t), e.srv.MkTemp(t)
-	data := make([]byte, 64<<20)
-	_, _ = rand.Read(data)
-	_ = os.WriteFile(filepath.Join(srcDir, "f"), data, 0o644)
-	ownTree(t, e.srv, srcDir)
+	srcDir, dstDir := e.slowSource(t, 8<<20, "dave", "own", 64<<20)
 	if r := e.do("alice", "POST", "/v1/systems/slow/grants", map[string]any{"principal": "group:proj42", "path": srcDir, "access": "read"}); r.status != 201 {
 		t.Fatalf("grant: %d %s", r.status, r.body)
 	}
@@ -377,7 +338,7 @@ func TestGroupLeftStopsRunningTransfer(t *testing.T) {
 		t.Fatalf("stat without the group: %d %s", r.status, r.body)
 	}
 	m := e.waitTransfer("dave", id, time.Minute)
-	if m["status"] != "failed" || !strings.Contains(fmt.Sprint(m["error"]), "no longer shared") || m["bytes_done"].(float64) >= float64(len(data)) {
+	if m["status"] != "failed" || !strings.Contains(fmt.Sprint(m["error"]), "no longer shared") || m["bytes_done"].(float64) >= float64(64<<20) {
 		t.Fatalf("after dave left proj42: %v", m)
 	}
 	t.Logf("dave left proj42; the transfer failed at %.0f MiB of 64: %v", m["bytes_done"].(float64)/(1<<20), m["error"])

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"crypto/rand"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sshapi/sshapi/internal/transfer"
-	"github.com/sshapi/sshapi/internal/wanem"
 )
 
 // TestLinkURLUsesConfiguredBase: a link's URL starts with http.public_url, or without it with
@@ -221,22 +219,7 @@ func TestDisabledRefusesEveryRoute(t *testing.T) {
 func TestDisableStopsRunningTransfer(t *testing.T) {
 	e, eng := newTransferEnv(t)
 	e.api.deps.Verifier = operatorVerifier{Verifier: e.api.deps.Verifier, ops: []string{"root"}}
-	proxy, err := wanem.New(wanem.Config{Upstream: e.srv.Addr, Rate: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proxy.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Stop() })
-	e.registerAt("alice", "slow", e.srv, proxy.Addr().String())
-	e.register("alice", "own")
-	srcDir, dstDir := e.srv.MkTemp(t), e.srv.MkTemp(t)
-	data := make([]byte, 64<<20)
-	_, _ = rand.Read(data)
-	_ = os.WriteFile(filepath.Join(srcDir, "f"), data, 0o644)
-	ownTree(t, e.srv, srcDir)
-	ownTree(t, e.srv, dstDir)
+	srcDir, dstDir := e.slowSource(t, 8<<20, "alice", "own", 64<<20)
 	r := e.do("alice", "POST", "/v1/transfers", map[string]any{
 		"source": map[string]any{"system": "slow", "path": filepath.Join(srcDir, "f")}, "destination": map[string]any{"system": "own", "path": filepath.Join(dstDir, "f")},
 		"chunk_size": 2 << 20, "streams": 2,
@@ -270,7 +253,7 @@ func TestDisableStopsRunningTransfer(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if tr.Status != transfer.StatusFailed || !strings.Contains(tr.Error, "disabled by an operator") || tr.BytesDone >= int64(len(data)) {
+	if tr.Status != transfer.StatusFailed || !strings.Contains(tr.Error, "disabled by an operator") || tr.BytesDone >= 64<<20 {
 		t.Fatalf("after the switch: %s %q at %d bytes", tr.Status, tr.Error, tr.BytesDone)
 	}
 	t.Logf("disabled at %d MiB of 64; the transfer failed %v later: %s", tr.BytesDone>>20, time.Since(switched).Round(time.Millisecond), tr.Error)

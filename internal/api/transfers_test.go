@@ -312,9 +312,13 @@ func TestTransferEndToEnd(t *testing.T) {
 	}
 }
 
-func TestTransferCancelOverAPI(t *testing.T) {
-	e, eng := newTransferEnv(t)
-	proxy, err := wanem.New(wanem.Config{Upstream: e.srv.Addr, Rate: 8 << 20})
+// slowSource registers alice's system "slow", reaching the test sshd through a wanem proxy of
+// rate bytes/s, and user's system own, reaching it directly; it makes a source and a
+// destination directory owned by the sshd's user, with a file "f" of size random bytes in the
+// source unless size is 0.
+func (e *env) slowSource(t *testing.T, rate int64, user, own string, size int) (srcDir, dstDir string) {
+	t.Helper()
+	proxy, err := wanem.New(wanem.Config{Upstream: e.srv.Addr, Rate: rate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,11 +327,23 @@ func TestTransferCancelOverAPI(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = proxy.Stop() })
 	e.registerAt("alice", "slow", e.srv, proxy.Addr().String())
-	e.register("alice", "b")
-	srcDir, dstDir := e.srv.MkTemp(t), e.srv.MkTemp(t)
-	data := make([]byte, 64<<20)
-	_, _ = rand.Read(data)
-	_ = os.WriteFile(filepath.Join(srcDir, "f"), data, 0o644)
+	e.register(user, own)
+	srcDir, dstDir = e.srv.MkTemp(t), e.srv.MkTemp(t)
+	if size > 0 {
+		data := make([]byte, size)
+		_, _ = rand.Read(data)
+		if err := os.WriteFile(filepath.Join(srcDir, "f"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ownTree(t, e.srv, srcDir)
+	ownTree(t, e.srv, dstDir)
+	return srcDir, dstDir
+}
+
+func TestTransferCancelOverAPI(t *testing.T) {
+	e, eng := newTransferEnv(t)
+	srcDir, dstDir := e.slowSource(t, 8<<20, "alice", "b", 64<<20)
 	r := e.do("alice", "POST", "/v1/transfers", map[string]any{
 		"source": map[string]any{"system": "slow", "path": filepath.Join(srcDir, "f")}, "destination": map[string]any{"system": "b", "path": filepath.Join(dstDir, "f")},
 		"chunk_size": 4 << 20, "streams": 2,
