@@ -89,17 +89,20 @@ func (d *Decision) Shared() bool { return d.Grant != nil || d.Link != nil }
 // grants and links on the same owner's files (package guard): restructure is true for an
 // operation that can put a symlink at a name or rename an entry (move, symlink, copy,
 // extract), which then runs alone. The caller holds it from its first path check until it no
-// longer relies on the paths it checked, and calls release exactly once. The owner's own
-// operations are not ordered: for them Hold returns at once.
-func (d *Decision) Hold(ctx context.Context, restructure bool) (release func(), err error) {
+// longer relies on the paths it checked, and calls release exactly once. The work relying on
+// the hold runs under held (a child of ctx): when the hold is lost (guard.ErrLost: the database
+// session holding it across instances ended, so others may restructure meanwhile), held is
+// cancelled with that cause and the work must stop, not go on or take the guard again. The
+// owner's own operations are not ordered: for them Hold returns ctx at once.
+func (d *Decision) Hold(ctx context.Context, restructure bool) (held context.Context, release func(), err error) {
 	if !d.Shared() || d.guard == nil {
-		return func() {}, nil
+		return ctx, func() {}, nil
 	}
-	release, err = d.guard.Hold(ctx, d.Owner, d.who, restructure)
+	held, release, err = d.guard.Hold(ctx, d.Owner, d.who, restructure)
 	if errors.Is(err, guard.ErrBusy) {
-		return nil, refuse(ErrBusy, "another operation on %s's shared files is in progress; retry shortly", d.Owner)
+		return nil, nil, refuse(ErrBusy, "another operation on %s's shared files is in progress; retry shortly", d.Owner)
 	}
-	return release, err
+	return held, release, err
 }
 
 // ErrBusy: the owner's shared files are being restructured, or walked while a restructuring

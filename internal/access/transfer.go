@@ -109,7 +109,7 @@ func (r *Resolver) resolveTransfer(ctx context.Context, owner string, ep transfe
 	sys := transfer.System{Target: d.Target, Storage: d.Storage, RootDir: d.System.RootDir, Within: d.Within, Recheck: rc.check}
 	if d.Shared() {
 		sys.HoldKey = d.Owner
-		sys.Hold = func(ctx context.Context) (func(), error) { return d.Hold(ctx, false) }
+		sys.Hold = func(ctx context.Context) (context.Context, func(), error) { return d.Hold(ctx, false) }
 	}
 	return sys, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sshapi/sshapi/internal/access"
+	"github.com/sshapi/sshapi/internal/guard"
 	"github.com/sshapi/sshapi/internal/store"
 )
 
@@ -31,6 +32,41 @@ func withRestructure(r *http.Request) *http.Request {
 func restructures(r *http.Request) bool {
 	v, _ := r.Context().Value(restructureKey{}).(bool)
 	return v
+}
+
+type stopKey struct{}
+
+// withStop gives r a context that holdFor can cancel, and the function that cancels it (call it
+// when the request ends). wrap does it for every route, before any handler captures r: a file
+// operation whose guard is lost then stops everything its handler does with r.Context().
+func withStop(r *http.Request) (*http.Request, context.CancelCauseFunc) {
+	ctx, stop := context.WithCancelCause(r.Context())
+	return r.WithContext(context.WithValue(ctx, stopKey{}, stop)), stop
+}
+
+// holdFor takes d's guard for r (access.Decision.Hold; exclusive if withRestructure marked r)
+// and binds r's work to it: if the hold is lost, r's context is cancelled with the hold's cause
+// (guard.ErrLost), so the walk, download or move stops and the answer says why (problemFor).
+// Call release exactly once, when the request no longer relies on the paths it checked.
+func holdFor(r *http.Request, d *access.Decision) (release func(), err error) {
+	held, rel, err := d.Hold(r.Context(), restructures(r))
+	if err != nil || !d.Shared() {
+		return rel, err
+	}
+	stop, _ := r.Context().Value(stopKey{}).(context.CancelCauseFunc)
+	if stop == nil {
+		rel()
+		return nil, errors.New("api: a shared file operation outside wrap cannot be bound to its guard")
+	}
+	unbind := context.AfterFunc(held, func() {
+		if cause := context.Cause(held); errors.Is(cause, guard.ErrLost) {
+			stop(cause)
+		}
+	})
+	return func() {
+		unbind()
+		rel()
+	}, nil
 }
 
 // withLinkDecision makes a link route's decision the one file handlers use.

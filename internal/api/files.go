@@ -61,8 +61,9 @@ func (s *Server) fsCallPre(r *http.Request, bulk, idempotent bool, pre func(t ss
 	}
 	t, sys := d.Target, d.System
 	// A grantee or link holder holds the owner's guard from the first path check to the last
-	// use of the paths checked (see package guard); the owner's own calls pass straight on.
-	release, err := d.Hold(r.Context(), restructures(r))
+	// use of the paths checked (see package guard), and stops if it is lost; the owner's own
+	// calls pass straight on.
+	release, err := holdFor(r, d)
 	if err != nil {
 		return err
 	}

@@ -43,11 +43,17 @@ type raceFixture struct {
 // most 300 ms (so that a swap refused by it is answered quickly).
 func newRaceFixture(t *testing.T) *raceFixture {
 	t.Helper()
+	return newRaceFixtureGuard(t, nil)
+}
+
+// newRaceFixtureGuard is newRaceFixture with the API's guard g (nil: a single instance's).
+func newRaceFixtureGuard(t *testing.T, g *guard.Guard) *raceFixture {
+	t.Helper()
 	var eng *transfer.Engine
 	engine := withTransferEngine(t, transfer.Config{PollInterval: 50 * time.Millisecond, RetryBase: 100 * time.Millisecond}, &eng)
 	e := newEnvWith(t, func(dir string, d *Deps, s **Server) {
 		d.Access = access.New(access.Config{Guard: guard.Config{Wait: 300 * time.Millisecond}},
-			access.Deps{Store: d.Store, Keyring: d.Keyring, Log: d.Log})
+			access.Deps{Store: d.Store, Keyring: d.Keyring, Log: d.Log, Guard: g})
 		d.Access.Start(t.Context())
 		t.Cleanup(d.Access.Stop)
 		engine(dir, d, s)

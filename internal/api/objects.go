@@ -153,9 +153,10 @@ func storageProblem(err error) (Problem, bool) {
 }
 
 // objectCall runs fn on d's storage, holding the owner's guard like fsCall does for a grantee or
-// link holder (restructure for move and copy), and marks its errors as storage errors.
+// link holder (restructure for move and copy; fn's ctx, the request's, ends if the guard is
+// lost), and marks its errors as storage errors.
 func objectCall(r *http.Request, d *access.Decision, fn func(ctx context.Context, st storage.Backend) error) error {
-	release, err := d.Hold(r.Context(), restructures(r))
+	release, err := holdFor(r, d)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/sshapi/sshapi/internal/auth"
 	"github.com/sshapi/sshapi/internal/command"
 	"github.com/sshapi/sshapi/internal/files"
+	"github.com/sshapi/sshapi/internal/guard"
 	"github.com/sshapi/sshapi/internal/netpolicy"
 	"github.com/sshapi/sshapi/internal/sshpool"
 	"github.com/sshapi/sshapi/internal/storage"
@@ -249,6 +250,8 @@ func (s *Server) wrap(rt route) http.Handler {
 		sw.Header().Set("X-Request-Id", reqID)
 		note := &auditNote{}
 		r = r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, note))
+		r, stop := withStop(r)
+		defer stop(nil)
 		if r.Body != nil {
 			r.Body = countingBody{ReadCloser: r.Body, n: &note.bytesIn}
 		}
@@ -395,6 +398,11 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
 // problemFor maps an error to its HTTP problem. Internal errors are logged with detail and
 // answered without it.
 func (s *Server) problemFor(r *http.Request, err error) Problem {
+	if cause := context.Cause(r.Context()); errors.Is(cause, guard.ErrLost) {
+		// The request was stopped because its guard was lost (see holdFor): whatever its work
+		// failed with, that is why.
+		return Problem{Status: http.StatusServiceUnavailable, Detail: "the operation was stopped: " + cause.Error() + "; retry", retryAfter: 1}
+	}
 	var he *httpError
 	if errors.As(err, &he) {
 		return Problem{Status: he.status, Detail: he.detail, Errors: he.fields, retryAfter: he.retryAfter}

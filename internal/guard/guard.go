@@ -66,6 +66,32 @@
 // instance holds one shared advisory lock per owner while any of its local holders is shared,
 // and an exclusive holder takes the exclusive advisory lock, which PostgreSQL grants only when no
 // instance holds the shared one.
+//
+// A session-level advisory lock lives as long as the database session that took it, not as long
+// as this instance believes: when that session ends while the lock is held (the server restarted
+// or failed over, the connection was cut, the backend was terminated), PostgreSQL gives the lock
+// away, and another instance may take it exclusively and restructure the tree while this
+// instance's walks still rely on what they checked. So a hold is bound to its lock's life by
+// construction: Hold hands back a context, a child of the caller's, that the work relying on the
+// hold must use, and that is cancelled with ErrLost as its cause as soon as the remote lock is
+// known lost; every local holder sharing that lock is cancelled, and a new shared holder takes a
+// fresh lock instead of joining the lost one. Lost means stop, not re-acquire: a walk in flight
+// cannot know what changed while it was unlocked, so only new work (a new request, a
+// transfer's next chunk, which judges its paths afresh under a new hold) may go on.
+//
+// Postgres notices a lost lock from a watcher per held connection (see Postgres.Lock), ended
+// with the lock. It waits on the connection itself, at no cost in round trips, so a session
+// that ends visibly (a terminated backend's FATAL error, which the server sends before it frees
+// the locks; a server shutting down; a reset connection) is seen when that message arrives,
+// while the lock's next holder is still on its way back from PostgreSQL to its instance and
+// then to the files over SSH. A ping alone would leave its whole period for that. When the
+// connection has been quiet for Config.RemotePing the watcher pings it, and takes no answer
+// within Config.RemotePing for a lost lock, so a silently dead connection (a partition, a
+// failover whose old primary vanished) stops its holders within twice that. That bound only
+// closes the hole if the server gives up on a silent client later: PostgreSQL's default (the
+// operating system's TCP keepalive, hours) does; tcp_keepalives_* or tcp_user_timeout set below
+// 2×RemotePing on the server would reopen it. What a stopped holder had already sent (an SFTP
+// request in flight) is not called back: loss bounds how long work goes on, it cannot undo it.
 package guard
 
 import (
@@ -78,6 +104,14 @@ import (
 
 // ErrBusy reports that the guard could not be had within Config.Wait.
 var ErrBusy = errors.New("another operation on these shared files is in progress")
+
+// ErrLost is the cause of a held context cancelled because the hold ended before its release:
+// its remote lock was lost (the database session holding it ended), so other instances may have
+// restructured the files since its checks.
+var ErrLost = errors.New("the guard on these shared files was lost")
+
+// errReleased is the cause of a held context after its release.
+var errReleased = errors.New("guard released")
 
 // DefaultWait is Config.Wait when unset.
 const DefaultWait = 5 * time.Second
@@ -95,6 +129,11 @@ type Config struct {
 	// RemoteConns bounds the database connections a Guard on PostgreSQL holds locks on
 	// (default 16; each owner with shared files in use holds at most two).
 	RemoteConns int `yaml:"remote_conns" env:"REMOTE_CONNS"`
+	// RemotePing is how long a connection holding a lock on PostgreSQL may stay quiet before
+	// it is pinged, and how long the ping may take before the lock is taken for lost (default
+	// 2s): a silently dead connection stops its holders within twice this. A session that
+	// ends visibly is noticed at once, whatever this is.
+	RemotePing time.Duration `yaml:"remote_ping" env:"REMOTE_PING"`
 }
 
 // WithDefaults fills unset fields.
@@ -111,13 +150,19 @@ func (c Config) WithDefaults() Config {
 	if c.RemoteConns <= 0 {
 		c.RemoteConns = 16
 	}
+	if c.RemotePing <= 0 {
+		c.RemotePing = 2 * time.Second
+	}
 	return c
 }
 
 // Remote holds a key across instances. Lock blocks until the lock is had, ctx ends (its error,
-// or ErrBusy when ctx's deadline passed) and returns the function that releases it.
+// or ErrBusy when ctx's deadline passed) and returns the function that releases it, and lost: a
+// context that is done, with the reason as its cause, once the lock is known to have ended other
+// than through unlock (others may have it then). A Remote must notice that promptly and without
+// a holder asking: the Guard stops the lock's holders on it.
 type Remote interface {
-	Lock(ctx context.Context, key string, exclusive bool) (unlock func(), err error)
+	Lock(ctx context.Context, key string, exclusive bool) (lost context.Context, unlock func(), err error)
 }
 
 // Guard is a readers-writer lock per key, with writer preference and bounded waits, optionally
@@ -140,9 +185,15 @@ type entry struct {
 	waiting        map[string]int // exclusive holders waiting, by principal
 	wake           chan struct{}  // closed and replaced on every release
 
-	remoteMu     sync.Mutex // serialises taking and giving back the shared remote hold
-	remoteRefs   int
-	remoteUnlock func()
+	remoteMu sync.Mutex  // serialises taking and giving back the shared remote hold
+	shared   *remoteHold // the shared remote lock this instance's readers join; nil when none
+}
+
+// remoteHold is one shared remote lock and the local readers relying on it.
+type remoteHold struct {
+	refs   int
+	lost   context.Context
+	unlock func()
 }
 
 // New returns a Guard; remote may be nil for a single instance.
@@ -155,8 +206,11 @@ func (g *Guard) Wait() time.Duration { return g.cfg.Wait }
 
 // Hold takes key shared or exclusive for principal who (the caller the API acts for), waiting
 // at most Config.Wait (and no longer than ctx), and returns the function that releases it (call
-// it exactly once).
-func (g *Guard) Hold(ctx context.Context, key, who string, exclusive bool) (release func(), err error) {
+// it exactly once) and held, a child of ctx that the work relying on the hold must use: it is
+// cancelled with a cause wrapping ErrLost if the hold is lost before its release (see "Several
+// instances"), and when it is released.
+func (g *Guard) Hold(ctx context.Context, key, who string, exclusive bool) (held context.Context, release func(), err error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeoutCause(ctx, g.cfg.Wait, ErrBusy)
 	defer cancel()
 	g.mu.Lock()
@@ -167,7 +221,7 @@ func (g *Guard) Hold(ctx context.Context, key, who string, exclusive bool) (rele
 	}
 	if exclusive && e.waiting[who] >= g.cfg.WaitersPerPrincipal {
 		g.mu.Unlock()
-		return nil, fmt.Errorf("%d moves of yours already wait: %w", e.waiting[who], ErrBusy)
+		return nil, nil, fmt.Errorf("%d moves of yours already wait: %w", e.waiting[who], ErrBusy)
 	}
 	e.users++
 	var prefer <-chan time.Time // while set, this writer holds new readers back
@@ -216,18 +270,26 @@ func (g *Guard) Hold(ctx context.Context, key, who string, exclusive bool) (rele
 			}
 			g.dropLocked(key, e)
 			g.mu.Unlock()
-			return nil, waitErr(ctx)
+			return nil, nil, waitErr(ctx)
 		}
 	}
 	g.mu.Unlock()
-	unlockRemote, err := g.holdRemote(ctx, key, e, exclusive)
+	lost, unlockRemote, err := g.holdRemote(ctx, key, e, exclusive)
 	if err != nil {
 		g.releaseLocal(key, e, exclusive)
-		return nil, err
+		return nil, nil, err
+	}
+	held, stop := context.WithCancelCause(parent)
+	unwatch := func() bool { return false }
+	if lost != nil {
+		// Runs at once if the lock was lost already.
+		unwatch = context.AfterFunc(lost, func() { stop(fmt.Errorf("%w: %w", ErrLost, context.Cause(lost))) })
 	}
 	var once sync.Once
-	return func() {
+	return held, func() {
 		once.Do(func() {
+			unwatch()
+			stop(errReleased)
 			unlockRemote()
 			g.releaseLocal(key, e, exclusive)
 		})
@@ -235,34 +297,41 @@ func (g *Guard) Hold(ctx context.Context, key, who string, exclusive bool) (rele
 }
 
 // holdRemote takes the remote side of a local hold: the exclusive lock for a writer; for readers
-// one shared lock per key and instance, taken by the first and given back by the last.
-func (g *Guard) holdRemote(ctx context.Context, key string, e *entry, exclusive bool) (func(), error) {
+// one shared lock per key and instance, taken by the first and given back by the last. Readers
+// never join a lock known lost: the first one after the loss takes a fresh lock, while the
+// readers of the lost one (told to stop) give it back as they finish. lost is nil without a
+// Remote.
+func (g *Guard) holdRemote(ctx context.Context, key string, e *entry, exclusive bool) (lost context.Context, release func(), err error) {
 	if g.remote == nil {
-		return func() {}, nil
+		return nil, func() {}, nil
 	}
 	if exclusive {
-		unlock, err := g.remote.Lock(ctx, key, true)
+		lost, unlock, err := g.remote.Lock(ctx, key, true)
 		if err != nil {
-			return nil, remoteErr(ctx, err)
+			return nil, nil, remoteErr(ctx, err)
 		}
-		return unlock, nil
+		return lost, unlock, nil
 	}
 	e.remoteMu.Lock()
 	defer e.remoteMu.Unlock()
-	if e.remoteRefs == 0 {
-		unlock, err := g.remote.Lock(ctx, key, false)
+	h := e.shared
+	if h == nil || h.lost.Err() != nil {
+		lost, unlock, err := g.remote.Lock(ctx, key, false)
 		if err != nil {
-			return nil, remoteErr(ctx, err)
+			return nil, nil, remoteErr(ctx, err)
 		}
-		e.remoteUnlock = unlock
+		h = &remoteHold{lost: lost, unlock: unlock}
+		e.shared = h
 	}
-	e.remoteRefs++
-	return func() {
+	h.refs++
+	return h.lost, func() {
 		e.remoteMu.Lock()
 		defer e.remoteMu.Unlock()
-		if e.remoteRefs--; e.remoteRefs == 0 {
-			e.remoteUnlock()
-			e.remoteUnlock = nil
+		if h.refs--; h.refs == 0 {
+			h.unlock()
+			if e.shared == h {
+				e.shared = nil
+			}
 		}
 	}, nil
 }

@@ -14,7 +14,7 @@ import (
 func holdAsync(g *Guard, key string, exclusive bool) <-chan error {
 	ch := make(chan error, 1)
 	go func() {
-		rel, err := g.Hold(context.Background(), key, "bob", exclusive)
+		_, rel, err := g.Hold(context.Background(), key, "bob", exclusive)
 		if err == nil {
 			defer rel()
 		}
@@ -25,7 +25,7 @@ func holdAsync(g *Guard, key string, exclusive bool) <-chan error {
 
 func mustHold(t *testing.T, g *Guard, key string, exclusive bool) func() {
 	t.Helper()
-	rel, err := g.Hold(context.Background(), key, "bob", exclusive)
+	_, rel, err := g.Hold(context.Background(), key, "bob", exclusive)
 	if err != nil {
 		t.Fatalf("Hold(%q, exclusive=%v): %v", key, exclusive, err)
 	}
@@ -46,7 +46,7 @@ func guards(t *testing.T) map[string][2]*Guard {
 	url := pgtest.New(t).NewDatabase(t)
 	var gs [2]*Guard
 	for i := range gs {
-		pg, err := OpenPostgres(context.Background(), url, 4)
+		pg, err := OpenPostgres(context.Background(), url, Config{RemoteConns: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestGuardWriterPreference(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := g.Hold(ctx, "alice", "bob", false); err == nil {
+	if _, _, err := g.Hold(ctx, "alice", "bob", false); err == nil {
 		t.Fatal("a new reader passed a waiting writer")
 	}
 	r()
@@ -150,7 +150,7 @@ func TestGuardCanceled(t *testing.T) {
 	defer w()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { _, err := g.Hold(ctx, "alice", "bob", false); errc <- err }()
+	go func() { _, _, err := g.Hold(ctx, "alice", "bob", false); errc <- err }()
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled wait: %v, want context.Canceled", err)
@@ -166,7 +166,7 @@ func BenchmarkHold(b *testing.B) {
 	local := New(Config{}, nil)
 	b.Run("local", func(b *testing.B) {
 		for b.Loop() {
-			rel, err := local.Hold(context.Background(), "alice", "bob", false)
+			_, rel, err := local.Hold(context.Background(), "alice", "bob", false)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func BenchmarkHold(b *testing.B) {
 		}
 	})
 	url := pgtest.New(b).NewDatabase(b)
-	pg, err := OpenPostgres(context.Background(), url, 4)
+	pg, err := OpenPostgres(context.Background(), url, Config{RemoteConns: 4})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func BenchmarkHold(b *testing.B) {
 	g := New(Config{}, pg)
 	b.Run("postgres-sequential", func(b *testing.B) {
 		for b.Loop() {
-			rel, err := g.Hold(context.Background(), "alice", "bob", false)
+			_, rel, err := g.Hold(context.Background(), "alice", "bob", false)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -193,7 +193,7 @@ func BenchmarkHold(b *testing.B) {
 		b.SetParallelism(8)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				rel, err := g.Hold(context.Background(), "alice", "bob", false)
+				_, rel, err := g.Hold(context.Background(), "alice", "bob", false)
 				if err != nil {
 					b.Error(err)
 					return
@@ -233,7 +233,7 @@ func TestGuardPreferenceEnds(t *testing.T) {
 	waitQueued(g, "alice", 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	r, err := g.Hold(ctx, "alice", "carol", false)
+	_, r, err := g.Hold(ctx, "alice", "carol", false)
 	if err != nil {
 		t.Fatalf("a reader stayed held back past the writer's preference: %v", err)
 	}
@@ -257,12 +257,12 @@ func TestGuardWaitersPerPrincipal(t *testing.T) {
 	w1, w2 := holdAsync(g, "alice", true), holdAsync(g, "alice", true)
 	waitQueued(g, "alice", 2)
 	start := time.Now()
-	if _, err := g.Hold(context.Background(), "alice", "bob", true); !errors.Is(err, ErrBusy) || time.Since(start) > time.Second {
+	if _, _, err := g.Hold(context.Background(), "alice", "bob", true); !errors.Is(err, ErrBusy) || time.Since(start) > time.Second {
 		t.Fatalf("bob's third waiting move: %v after %v, want ErrBusy at once", err, time.Since(start))
 	}
 	carol := make(chan error, 1)
 	go func() {
-		rel, err := g.Hold(context.Background(), "alice", "carol", true)
+		_, rel, err := g.Hold(context.Background(), "alice", "carol", true)
 		if err == nil {
 			rel()
 		}
@@ -284,11 +284,11 @@ func TestPostgresCloseWithLockHeld(t *testing.T) {
 		t.Skip("needs PostgreSQL")
 	}
 	url := pgtest.New(t).NewDatabase(t)
-	a, err := OpenPostgres(t.Context(), url, 2)
+	a, err := OpenPostgres(t.Context(), url, Config{RemoteConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := a.Lock(t.Context(), "alice", true)
+	_, unlock, err := a.Lock(t.Context(), "alice", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,14 +300,14 @@ func TestPostgresCloseWithLockHeld(t *testing.T) {
 		t.Fatal("Close waited for a lock that was never given back")
 	}
 	unlock() // after Close: a no-op, not a panic
-	b, err := OpenPostgres(t.Context(), url, 1)
+	b, err := OpenPostgres(t.Context(), url, Config{RemoteConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	unlockB, err := b.Lock(ctx, "alice", true)
+	_, unlockB, err := b.Lock(ctx, "alice", true)
 	if err != nil {
 		t.Fatalf("the lock outlived the closed session: %v", err)
 	}

@@ -148,7 +148,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Service, er
 	var guardPG *guard.Postgres
 	if IsPostgres(cfg.Database) {
 		sharing := cfg.Sharing.WithDefaults()
-		if guardPG, err = guard.OpenPostgres(ctx, cfg.Database, sharing.Guard.RemoteConns); err != nil {
+		if guardPG, err = guard.OpenPostgres(ctx, cfg.Database, sharing.Guard); err != nil {
 			tdb.Close()
 			db.Close()
 			verifier.Close()

@@ -211,13 +211,17 @@ func (r *run) finishDirs(ctx context.Context) {
 	}
 	// chmod follows a symlink: under the guard, each directory is judged afresh first, so a
 	// directory swapped for a link since it was made cannot lead the chmod out of the root.
-	release, err := r.hold(ctx)
+	ctx, release, err := r.hold(ctx)
 	if err != nil {
 		r.e.log.Warn("transfer: setting directory modes", "id", r.t.ID, "err", err)
 		return
 	}
 	defer release()
 	for _, it := range dirs {
+		if ctx.Err() != nil { // the guard was lost: what is left is not judged any more
+			r.e.log.Warn("transfer: setting directory modes", "id", r.t.ID, "err", context.Cause(ctx))
+			return
+		}
 		if err := r.dstRoot.Check(ctx, dc, it.Destination, true); err != nil {
 			r.e.log.Warn("transfer: setting directory mode", "id", r.t.ID, "dir", it.Destination, "err", err)
 			continue

@@ -44,9 +44,12 @@ type System struct {
 	Recheck func(ctx context.Context) error
 	// Hold, if set, orders the run's use of this endpoint's paths against restructuring by the
 	// other principals acting through grants on the same owner's files (access.Decision.Hold,
-	// shared): a run holds it while it plans and during each round. HoldKey names what it
-	// holds, so a run whose two ends are one owner's holds it once.
-	Hold    func(ctx context.Context) (release func(), err error)
+	// shared): a run holds it while it plans and during each chunk of a round, and does that
+	// work under held, which ends if the hold is lost (the guard's lock across instances
+	// ended): the work stops there, its items stay pending and the next round holds and checks
+	// them afresh. HoldKey names what it holds, so a run whose two ends are one owner's holds it
+	// once.
+	Hold    func(ctx context.Context) (held context.Context, release func(), err error)
 	HoldKey string
 }
 

@@ -32,13 +32,13 @@ func TestRunWaitsForTheGuard(t *testing.T) {
 	h.sys.mu.Lock()
 	s := h.sys.m["alice/shared"]
 	s.HoldKey = "bob"
-	s.Hold = func(context.Context) (func(), error) {
+	s.Hold = func(ctx context.Context) (context.Context, func(), error) {
 		calls.Add(1)
 		if busy.Load() && calls.Load() > 1 { // setup gets it; the rounds wait
-			return nil, errHeld
+			return nil, nil, errHeld
 		}
 		held.Add(1)
-		return func() { held.Add(-1) }, nil
+		return ctx, func() { held.Add(-1) }, nil
 	}
 	h.sys.m["alice/shared"] = s
 	h.sys.mu.Unlock()
@@ -104,10 +104,10 @@ func TestSharedRunHoldsPerChunk(t *testing.T) {
 	h.sys.mu.Lock()
 	s := h.sys.m["alice/shared"]
 	s.HoldKey = "bob"
-	s.Hold = func(ctx context.Context) (func(), error) {
+	s.Hold = func(ctx context.Context) (context.Context, func(), error) {
 		holds.Add(1)
 		mctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		move, err := g.Hold(mctx, "bob", "carol", true)
+		_, move, err := g.Hold(mctx, "bob", "carol", true)
 		cancel()
 		if err != nil {
 			movesRefused.Add(1)
@@ -172,5 +172,55 @@ func TestChunks(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(c.want) {
 			t.Errorf("chunks(%v, %d, %d) = %v, want %v", c.sizes, c.n, c.b, got, c.want)
 		}
+	}
+}
+
+// errGuardLost stands for the cause a lost guard gives its holders (guard.ErrLost).
+var errGuardLost = errors.New("the guard on these shared files was lost")
+
+// TestSharedRunLostHoldRetries: when a chunk's hold is lost (its context ends while the run's
+// does not), the chunk's work stops without failing its items, and the run goes on under new
+// holds, which judge the paths afresh: the transfer still succeeds.
+func TestSharedRunLostHoldRetries(t *testing.T) {
+	cfg := testConfig()
+	cfg.SharedChunkItems = 5
+	h := newHarness(t, cfg)
+	a := sshtest.New(t, sshtest.Options{})
+	h.sys.add("alice", "a", a, "")
+	h.sys.add("alice", "shared", a, "")
+	var holds, lost atomic.Int64
+	h.sys.mu.Lock()
+	s := h.sys.m["alice/shared"]
+	s.HoldKey = "bob"
+	s.Hold = func(ctx context.Context) (context.Context, func(), error) {
+		held, cancel := context.WithCancelCause(ctx)
+		if holds.Add(1) == 2 { // the first chunk of the first round: lost at once
+			lost.Add(1)
+			cancel(errGuardLost)
+		}
+		return held, func() { cancel(nil) }, nil
+	}
+	h.sys.m["alice/shared"] = s
+	h.sys.mu.Unlock()
+	dir := a.MkTemp(t)
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{dir, src}
+	for i := range 12 {
+		p := filepath.Join(src, fmt.Sprintf("f%02d", i))
+		randomFile(t, p, 4096, uint64(i))
+		paths = append(paths, p)
+	}
+	owned(t, a, paths...)
+	tr := h.submit("alice", Request{Recursive: true, Source: Endpoint{System: "a", Path: src},
+		Destination: Endpoint{System: "shared", Path: filepath.Join(dir, "dst")}})
+	got := h.wait("alice", tr.ID, time.Minute, func(t *Transfer) bool { return t.Status.Terminal() })
+	if got.Status != StatusSucceeded || got.FilesDone != 12 || got.FilesFailed != 0 {
+		t.Fatalf("transfer after a lost hold: %s, %d files done, %d failed, %s", got.Status, got.FilesDone, got.FilesFailed, got.Error)
+	}
+	if lost.Load() != 1 || holds.Load() < 5 { // setup, 3 chunks, and the lost chunk again
+		t.Fatalf("%d holds, %d lost", holds.Load(), lost.Load())
 	}
 }

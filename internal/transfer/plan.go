@@ -18,20 +18,26 @@ import (
 )
 
 // setup resolves both systems, opens the first stream, plans the transfer if it has no items
-// yet, loads the items and finished ranges, and chooses the number of streams.
-func (r *run) setup(ctx context.Context) error {
-	var err error
+// yet, loads the items and finished ranges, and chooses the number of streams. It works under
+// the ends' holds; if one is lost it stops there with that as its error (execute retries).
+func (r *run) setup(ctx context.Context) (err error) {
 	if r.src, err = r.e.resolve(ctx, r.t.Owner, r.t.Source, false); err != nil {
 		return fmt.Errorf("source system %q: %w", r.t.Source.System, err)
 	}
 	if r.dst, err = r.e.resolve(ctx, r.t.Owner, r.t.Destination, true); err != nil {
 		return fmt.Errorf("destination system %q: %w", r.t.Destination.System, err)
 	}
-	release, err := r.hold(ctx)
+	parent := ctx
+	ctx, release, err := r.hold(parent)
 	if err != nil {
 		return err
 	}
 	defer release()
+	defer func() {
+		if lost := lostHold(parent, ctx); lost != nil {
+			err = lost // not the database error a canceled query looks like
+		}
+	}()
 	if r.isObject() {
 		return r.setupObject(ctx)
 	}
@@ -132,8 +138,9 @@ func (r *run) setup(ctx context.Context) error {
 		r.streams = append(r.streams, &stream{r: r})
 	}
 	if !r.t.SameSystem {
-		// As many further streams as there are ranges left for them to take at once.
-		r.warmStreams(ctx, int(min(int64(n-1), (total-done)/r.t.ChunkSize)))
+		// As many further streams as there are ranges left for them to take at once (in the
+		// background, past this setup's holds: opening channels relies on no path).
+		r.warmStreams(parent, int(min(int64(n-1), (total-done)/r.t.ChunkSize)))
 	}
 	r.e.log.Info("transfer planned", "id", r.t.ID, "files", files, "bytes", total, "bytes_done", done, "streams", n)
 	return nil

@@ -448,7 +448,7 @@ func chunks(items []*Item, n int, b int64) [][]*Item {
 // roundChunk tries items once, holding the shared ends' guards (and checking the items' paths
 // afresh under them).
 func (r *run) roundChunk(ctx context.Context, pending []*Item) error {
-	release, err := r.hold(ctx)
+	held, release, err := r.hold(ctx)
 	if err != nil {
 		// Others hold the shared files (a move waiting, say): these items stay pending, and
 		// the next round comes after the usual backoff.
@@ -456,6 +456,18 @@ func (r *run) roundChunk(ctx context.Context, pending []*Item) error {
 		return nil
 	}
 	defer release()
+	err = r.chunkHeld(held, pending)
+	if lost := lostHold(ctx, held); lost != nil {
+		// Stopped mid-chunk: its items that did not finish are still pending (a canceled
+		// item is not failed), and the next round, after the usual backoff, holds afresh.
+		r.setLastErr(lost)
+		return nil
+	}
+	return err
+}
+
+// chunkHeld is roundChunk's work, under its holds.
+func (r *run) chunkHeld(ctx context.Context, pending []*Item) error {
 	if r.obj != nil {
 		return r.objectRound(ctx, pending)
 	}
@@ -732,23 +744,26 @@ func (e *Engine) resolve(ctx context.Context, owner string, ep Endpoint, write b
 
 // hold takes both endpoints' guards (once when they are the same) for a setup or a round, and
 // makes the roots forget what they resolved before: between two holds, others acting through
-// grants may have restructured the trees.
-func (r *run) hold(ctx context.Context) (release func(), err error) {
+// grants may have restructured the trees. The work relying on the holds runs under held, a
+// child of ctx that ends when either hold is lost (see lostHold).
+func (r *run) hold(ctx context.Context) (held context.Context, release func(), err error) {
 	var releases []func()
 	release = func() {
-		for _, f := range releases {
-			f()
+		for i := len(releases) - 1; i >= 0; i-- {
+			releases[i]()
 		}
 	}
+	held = ctx
 	for i, sys := range []System{r.src, r.dst} {
 		if sys.Hold == nil || (i == 1 && r.src.Hold != nil && r.src.HoldKey == sys.HoldKey) {
 			continue
 		}
-		rel, err := sys.Hold(ctx)
+		h, rel, err := sys.Hold(held) // the second hold's context is the first's child
 		if err != nil {
 			release()
-			return nil, err
+			return nil, nil, err
 		}
+		held = h
 		releases = append(releases, rel)
 	}
 	for _, rt := range []*confine.Root{r.srcRoot, r.dstRoot} {
@@ -756,7 +771,17 @@ func (r *run) hold(ctx context.Context) (release func(), err error) {
 			rt.Forget()
 		}
 	}
-	return release, nil
+	return held, release, nil
+}
+
+// lostHold is, once work under held (from hold(ctx)) has returned and before its release, the
+// reason held ended although ctx did not: a hold was lost. The work stopped, and what it left
+// pending is tried again under a new hold, which judges the paths afresh.
+func lostHold(ctx, held context.Context) error {
+	if held.Err() == nil || ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("the guard on the shared files was lost; the work under it stopped: %w", context.Cause(held))
 }
 
 // recheck asks both endpoints whether the owner may still use them (before every round, every
