@@ -467,7 +467,8 @@ func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, t sshpool.
 // renames the part file into place: through f, the part file the last bytes went through
 // (whose handles close in the same round trip as the part file gets its mode), or, where
 // nothing was written (an empty upload, or the last bytes sent again after a failed rename), by
-// name. If the connection failed on the way, the upload stays at its last committed offset
+// name. If the connection failed on the way, or the request's context ended before the rename
+// (the client went away after its last byte), the upload stays at its last committed offset
 // (before the last chunk), for the client to send that chunk again.
 func (s *Server) tusFinish(r *http.Request, fsys *files.FS, u *store.Upload, h hash.Hash, f *files.ResumableFile) error {
 	ctx := r.Context()
@@ -488,7 +489,7 @@ func (s *Server) tusFinish(r *http.Request, fsys *files.FS, u *store.Upload, h h
 		_, err = fsys.FinishResumable(ctx, u.Dest, u.PartName, u.Length, u.Overwrite)
 	}
 	if err != nil {
-		if !errors.Is(err, files.ErrConnection) {
+		if !files.PartKept(err) {
 			_ = s.deps.Store.DeleteUpload(dbctx, u.Owner, u.ID) // the part file was removed
 		}
 		return err
