@@ -139,6 +139,19 @@ func (s SQLUploads) CommitUpload(ctx context.Context, p *LeaseUploadParams) erro
 	return nil
 }
 
+// RenewUpload implements UploadStore.
+func (s SQLUploads) RenewUpload(ctx context.Context, p *LeaseUploadParams) error {
+	n, err := s.Q.Exec(ctx, `UPDATE uploads SET lease_until = ? WHERE owner = ? AND id = ? AND lease_token = ?`,
+		p.Until.UnixMicro(), p.Owner, p.ID, p.Token)
+	if err != nil {
+		return fmt.Errorf("renew upload lease: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("upload %s: lease lost: %w", p.ID, ErrLocked)
+	}
+	return nil
+}
+
 // ReleaseUpload implements UploadStore.
 func (s SQLUploads) ReleaseUpload(ctx context.Context, owner, id, token string) error {
 	if _, err := s.Q.Exec(ctx, `UPDATE uploads SET lease_token = '', lease_until = 0 WHERE owner = ? AND id = ? AND lease_token = ?`,
