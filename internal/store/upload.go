@@ -89,6 +89,8 @@ type UploadStore interface {
 	ReleaseUpload(ctx context.Context, owner, id, token string) error
 	// DeleteUpload removes the upload; no error if it does not exist.
 	DeleteUpload(ctx context.Context, owner, id string) error
-	// ExpiredUploads returns up to limit uploads that expired before now and are not leased.
+	// ExpiredUploads returns up to limit uploads that expired before now and are not leased:
+	// those never leased or released first (a lapsed lease is one a sweep held while it put
+	// the upload off), then by expiry.
 	ExpiredUploads(ctx context.Context, now time.Time, limit int) ([]Upload, error)
 }

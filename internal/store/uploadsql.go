@@ -172,7 +172,7 @@ func (s SQLUploads) DeleteUpload(ctx context.Context, owner, id string) error {
 // ExpiredUploads implements UploadStore.
 func (s SQLUploads) ExpiredUploads(ctx context.Context, at time.Time, limit int) ([]Upload, error) {
 	ups, err := s.queryUploads(ctx, s.Q, `SELECT `+uploadColumns+` FROM uploads
-		WHERE expires_at <= ? AND (lease_token = '' OR lease_until <= ?) ORDER BY expires_at LIMIT ?`, at.UnixMicro(), at.UnixMicro(), limit)
+		WHERE expires_at <= ? AND (lease_token = '' OR lease_until <= ?) ORDER BY lease_until, expires_at LIMIT ?`, at.UnixMicro(), at.UnixMicro(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("expired uploads: %w", err)
 	}

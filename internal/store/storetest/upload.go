@@ -152,4 +152,16 @@ func testUploads(t *testing.T, s store.Store) {
 	if _, err := s.GetUpload(ctx, "bob", "b1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleted: %v", err)
 	}
+	// An upload a sweep put off (its lease lapsed) comes after those never leased, however old.
+	for i, id := range []string{"c1", "c2"} {
+		if err := s.CreateUpload(ctx, &store.CreateUploadParams{Upload: newUpload(id, "carol", 1, now.Add(time.Duration(i-10)*time.Minute)), Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.LeaseUpload(ctx, &store.LeaseUploadParams{Owner: "carol", ID: "c1", Token: "sweep", Now: now, Until: now.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if exp, err := s.ExpiredUploads(ctx, now, 10); err != nil || len(exp) != 2 || exp[0].ID != "c2" || exp[1].ID != "c1" {
+		t.Fatalf("expired after a put-off: %+v %v", exp, err)
+	}
 }
