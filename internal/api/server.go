@@ -123,8 +123,10 @@ type Config struct {
 	// TusExpiry is how long a resumable upload may take from its creation (default 24h); then
 	// its part file is swept.
 	TusExpiry time.Duration `yaml:"tus_expiry" env:"TUS_EXPIRY"`
-	// TusLease is how long a PATCH holds an upload without committing bytes before another
-	// request may take it over (default 30s; it is renewed with every committed chunk).
+	// TusLease is how long an upload's lease outlives the last renewal by the PATCH holding it
+	// (default 30s): the PATCH renews it every third of that for as long as it runs, however
+	// slowly its body comes, so only a PATCH whose instance died (or lost its database) is
+	// taken over, and one that could not renew for two thirds of it stops writing (423).
 	TusLease time.Duration `yaml:"tus_lease" env:"TUS_LEASE"`
 	// TempLease is how long the record of a temporary name (an upload's part file, an archive
 	// being built) outlives the last renewal by the instance writing it (default 1m): a name

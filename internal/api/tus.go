@@ -322,9 +322,13 @@ func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.F
 	}
 	tusTrace(ctx, "leased")
 	dbctx := context.WithoutCancel(ctx) // a cut request still commits what it wrote
+	held := s.keepUploadLease(ctx, lp)  // renewed while the body comes, however slowly
 	// Deferred first, so run last on an error: the handles are closed (below) before the lease
 	// is given back.
-	release := sync.OnceFunc(func() { _ = s.deps.Store.ReleaseUpload(dbctx, u.Owner, u.ID, lp.Token) })
+	release := sync.OnceFunc(func() {
+		held.Stop()
+		_ = s.deps.Store.ReleaseUpload(dbctx, u.Owner, u.ID, lp.Token)
+	})
 	defer release()
 	if off != u.Offset {
 		return errStatus(http.StatusConflict, "Upload-Offset %d is not the upload's offset, %d: ask with HEAD", off, u.Offset)
@@ -339,7 +343,7 @@ func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.F
 	w.Header().Set("Upload-Expires", u.ExpiresAt.UTC().Format(http.TimeFormat))
 	var wr *tusWritten
 	if off < u.Length {
-		wr, err = s.tusWrite(ctx, dbctx, fsys, t, c, u, lp, h, body, r.ContentLength)
+		wr, err = s.tusWrite(ctx, dbctx, fsys, t, c, u, lp, held, h, body, r.ContentLength)
 		if wr != nil {
 			defer wr.close() // after the answer, or, on an error, before the lease goes
 		}
@@ -356,7 +360,10 @@ func (s *Server) tusAppend(w http.ResponseWriter, r *http.Request, fsys *files.F
 		if wr != nil {
 			f = wr.f
 		}
-		if err := s.tusFinish(r, fsys, u, h, f); err != nil {
+		if err := held.Held(); err != nil {
+			return err
+		}
+		if err := s.tusFinish(r.WithContext(held.Context()), fsys, u, h, f); err != nil {
 			return err
 		}
 		tusTrace(ctx, "finished")
@@ -389,7 +396,7 @@ type tusWritten struct {
 // What it returns (nil only with an error before anything was opened) is for the caller to
 // close once it has answered, or once it has finished the upload with its part file.
 func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, t sshpool.Target, c *sftp.Client, u *store.Upload,
-	lp *store.LeaseUploadParams, h hash.Hash, body io.Reader, contentLength int64) (*tusWritten, error) {
+	lp *store.LeaseUploadParams, held *uploadLease, h hash.Hash, body io.Reader, contentLength int64) (*tusWritten, error) {
 	remaining := u.Length - u.Offset
 	if contentLength >= 0 {
 		remaining = min(remaining, contentLength)
@@ -437,14 +444,17 @@ func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, t sshpool.
 		early.stop()
 		tl.note("closed")
 	})}
-	opts := files.AppendOptions{Trace: tl.note, Commit: func(end int64, state []byte) error {
+	opts := files.AppendOptions{Trace: tl.note, Hold: held.Held, Commit: func(end int64, state []byte) error {
 		if end == u.Length {
 			return nil
 		}
 		lp.Offset, lp.HashState, lp.Until = end, state, time.Now().Add(s.cfg.TusLease)
-		if err := s.deps.Store.CommitUpload(dbctx, lp); err != nil {
+		if err := s.deps.Store.CommitUpload(dbctx, lp); errors.Is(err, store.ErrLocked) {
+			return held.Lost(err)
+		} else if err != nil {
 			return err
 		}
+		held.Extended(lp.Until)
 		u.Offset = end
 		return nil
 	}}
@@ -467,7 +477,8 @@ func (s *Server) tusWrite(ctx, dbctx context.Context, fsys *files.FS, t sshpool.
 // renames the part file into place: through f, the part file the last bytes went through
 // (whose handles close in the same round trip as the part file gets its mode), or, where
 // nothing was written (an empty upload, or the last bytes sent again after a failed rename), by
-// name. If the connection failed on the way, the upload stays at its last committed offset
+// name. If the connection failed on the way, or the request's context ended before the rename
+// (the client went away after its last byte), the upload stays at its last committed offset
 // (before the last chunk), for the client to send that chunk again.
 func (s *Server) tusFinish(r *http.Request, fsys *files.FS, u *store.Upload, h hash.Hash, f *files.ResumableFile) error {
 	ctx := r.Context()
@@ -488,7 +499,7 @@ func (s *Server) tusFinish(r *http.Request, fsys *files.FS, u *store.Upload, h h
 		_, err = fsys.FinishResumable(ctx, u.Dest, u.PartName, u.Length, u.Overwrite)
 	}
 	if err != nil {
-		if !errors.Is(err, files.ErrConnection) {
+		if !files.PartKept(err) {
 			_ = s.deps.Store.DeleteUpload(dbctx, u.Owner, u.ID) // the part file was removed
 		}
 		return err

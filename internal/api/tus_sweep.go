@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"sync"
 	"time"
@@ -68,28 +69,54 @@ func (w *UploadSweeper) Stop() {
 	}
 }
 
-// Sweep removes the uploads expired by now (up to 100 per call) and returns how many went. An
-// upload whose part file cannot be reached now (system unreachable or disabled) stays for the
-// next sweep; one whose system is gone is forgotten.
+// sweepBatch is how many expired uploads one Sweep takes.
+const sweepBatch = 100
+
+// Sweep removes the uploads expired by now (up to sweepBatch per call) and returns how many
+// went. An upload whose part file cannot be reached now (system unreachable or disabled) stays
+// for a later sweep: it keeps the sweep's lease for retryAfter, so the sweeps in between take
+// other uploads, and uploads that failed before come after those never tried. Once one upload
+// of a system failed, the system's other uploads in the batch are put off the same way without
+// trying, so one unreachable system costs a sweep one pool deadline, not one per upload. (A
+// failed removal used to give the lease back: the same oldest uploads, one user's on one dead
+// system, filled every batch and took a pool deadline each, and nobody else's were swept.) One
+// whose system is gone is forgotten.
 func (w *UploadSweeper) Sweep(ctx context.Context) (int, error) {
-	now := time.Now()
-	ups, err := w.s.deps.Store.ExpiredUploads(ctx, now, 100)
+	ups, err := w.s.deps.Store.ExpiredUploads(ctx, time.Now(), sweepBatch)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	var errs []error
+	failed := map[[2]string]bool{} // systems (owner, id) whose removal failed in this sweep
 	for _, u := range ups {
-		token := "sweep:" + now.String()
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		now := time.Now()
+		token := "sweep:" + rand.Text()
+		sys := [2]string{u.SystemOwner, u.SystemID}
+		until := now.Add(w.s.cfg.TusLease)
+		if failed[sys] {
+			until = now.Add(w.retryAfter())
+		}
 		if _, err := w.s.deps.Store.LeaseUpload(ctx, &store.LeaseUploadParams{Owner: u.Owner, ID: u.ID, Token: token, Now: now,
-			Until: now.Add(w.s.cfg.TusLease)}); err != nil {
+			Until: until}); err != nil {
 			if !errors.Is(err, store.ErrLocked) && !errors.Is(err, store.ErrNotFound) {
 				errs = append(errs, err)
 			}
 			continue
 		}
+		if failed[sys] {
+			continue // put off with the lease just taken
+		}
 		if err := w.removePart(ctx, &u); err != nil && !errors.Is(err, store.ErrNotFound) {
-			_ = w.s.deps.Store.ReleaseUpload(ctx, u.Owner, u.ID, token)
+			failed[sys] = true
+			if rerr := w.s.deps.Store.RenewUpload(context.WithoutCancel(ctx), &store.LeaseUploadParams{Owner: u.Owner, ID: u.ID, Token: token,
+				Until: time.Now().Add(w.retryAfter())}); rerr != nil {
+				errs = append(errs, rerr)
+			}
 			errs = append(errs, err)
 			continue
 		}
@@ -100,6 +127,12 @@ func (w *UploadSweeper) Sweep(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// retryAfter is how long an upload whose part file could not be removed waits for another try:
+// ten sweeps, and at least a lease.
+func (w *UploadSweeper) retryAfter() time.Duration {
+	return max(10*w.every, w.s.cfg.TusLease)
 }
 
 // removePart removes u's part file as the system's owner.

@@ -233,8 +233,9 @@ func (r *ResumableFile) closeAll() error {
 // may have left more) and gives it its mode (an overwritten file's, else DefaultFileMode; see
 // OpenResumableToFinish); once all of that succeeded it renames the part file into place,
 // atomically replacing an existing file with overwrite (without it an existing file is
-// fs.ErrExist). On failure the part file is removed, unless the connection failed
-// (ErrConnection): then it stays for the caller to try again.
+// fs.ErrExist). On failure the part file is removed, unless it may still be finished (PartKept:
+// the connection failed, or ctx ended before the rename): then it stays for the caller to try
+// again.
 func (r *ResumableFile) Finish(ctx context.Context, size int64, overwrite bool) error {
 	const op = "upload"
 	mode := r.waitMode()
@@ -250,10 +251,18 @@ func (r *ResumableFile) Finish(ctx context.Context, size int64, overwrite bool) 
 	} else if err = checkCtx(ctx, op, r.abs); err == nil {
 		err = r.f.rename(op, r.tmp, r.abs, overwrite)
 	}
-	if err != nil && !errors.Is(err, ErrConnection) {
+	if err != nil && !PartKept(err) {
 		_ = r.f.c.Remove(r.tmp)
 	}
 	return err
+}
+
+// PartKept reports whether a resumable upload's finish that failed with err left its part file
+// in place for another try: the connection failed (ErrConnection), or the caller's context
+// ended before the rename (a client gone after its last byte; a request that lost the upload
+// to another). Any other failure removed it.
+func PartKept(err error) bool {
+	return errors.Is(err, ErrConnection) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // FinishResumable cuts the part file of an upload to p at size (the committed length: a failed
@@ -265,7 +274,7 @@ func (r *ResumableFile) Finish(ctx context.Context, size int64, overwrite bool) 
 // file outside the grant, renamed there by a write grantee) is refused with fs.ErrNotExist
 // before anything is cut or changed by name, and the cut, the mode and the rename that follow go
 // out under the caller's guard like every finish's (ResumableFile.Finish). On failure the part
-// file is removed, unless the connection failed (ErrConnection): then it stays for the caller to
+// file is removed, unless it may still be finished (PartKept): then it stays for the caller to
 // try again.
 func (f *FS) FinishResumable(ctx context.Context, p, part string, size int64, overwrite bool) (*Entry, error) {
 	const op = "upload"

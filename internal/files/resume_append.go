@@ -28,6 +28,11 @@ type AppendOptions struct {
 	// prefix of the file now completely written and the hash state after it; its error stops
 	// the append. Several chunks finishing together are one call.
 	Commit func(end int64, hashState []byte) error
+	// Hold, if set, is asked before each chunk read from the body is handed to a writer: while
+	// it returns nil the caller may still write the file (it holds the upload's lease). Its
+	// error stops the append and that chunk, and every later one, is not written: a writer
+	// that lost the upload to another never writes over what the other committed.
+	Hold func() error
 	// Trace, if set, is told of each step as it ends, for timing it: "joined" (a stripe
 	// channel's handle started writing), "first" (the first chunk's write was acknowledged)
 	// and "written" (every write acknowledged and committed). It must not block.
@@ -168,6 +173,13 @@ read:
 			break read
 		}
 		n, err := fill(r, buf[:min(int64(len(buf)), limit-off)])
+		if n > 0 && opts.Hold != nil {
+			if herr := opts.Hold(); herr != nil {
+				free <- buf
+				rerr = herr
+				break
+			}
+		}
 		if n > 0 {
 			h.Write(buf[:n])
 			state, merr := marshal.MarshalBinary()

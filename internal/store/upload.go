@@ -82,10 +82,15 @@ type UploadStore interface {
 	// CommitUpload records p.Offset and p.HashState and extends the lease to p.Until, if
 	// p.Token still holds it (else ErrLocked).
 	CommitUpload(ctx context.Context, p *LeaseUploadParams) error
+	// RenewUpload extends p.Token's lease to p.Until, if p.Token still holds it (else ErrLocked,
+	// also once the upload is gone), leaving the committed state as it is.
+	RenewUpload(ctx context.Context, p *LeaseUploadParams) error
 	// ReleaseUpload gives up token's lease (no error if it is not held).
 	ReleaseUpload(ctx context.Context, owner, id, token string) error
 	// DeleteUpload removes the upload; no error if it does not exist.
 	DeleteUpload(ctx context.Context, owner, id string) error
-	// ExpiredUploads returns up to limit uploads that expired before now and are not leased.
+	// ExpiredUploads returns up to limit uploads that expired before now and are not leased:
+	// those never leased or released first (a lapsed lease is one a sweep held while it put
+	// the upload off), then by expiry.
 	ExpiredUploads(ctx context.Context, now time.Time, limit int) ([]Upload, error)
 }

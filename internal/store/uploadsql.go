@@ -139,6 +139,19 @@ func (s SQLUploads) CommitUpload(ctx context.Context, p *LeaseUploadParams) erro
 	return nil
 }
 
+// RenewUpload implements UploadStore.
+func (s SQLUploads) RenewUpload(ctx context.Context, p *LeaseUploadParams) error {
+	n, err := s.Q.Exec(ctx, `UPDATE uploads SET lease_until = ? WHERE owner = ? AND id = ? AND lease_token = ?`,
+		p.Until.UnixMicro(), p.Owner, p.ID, p.Token)
+	if err != nil {
+		return fmt.Errorf("renew upload lease: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("upload %s: lease lost: %w", p.ID, ErrLocked)
+	}
+	return nil
+}
+
 // ReleaseUpload implements UploadStore.
 func (s SQLUploads) ReleaseUpload(ctx context.Context, owner, id, token string) error {
 	if _, err := s.Q.Exec(ctx, `UPDATE uploads SET lease_token = '', lease_until = 0 WHERE owner = ? AND id = ? AND lease_token = ?`,
@@ -159,7 +172,7 @@ func (s SQLUploads) DeleteUpload(ctx context.Context, owner, id string) error {
 // ExpiredUploads implements UploadStore.
 func (s SQLUploads) ExpiredUploads(ctx context.Context, at time.Time, limit int) ([]Upload, error) {
 	ups, err := s.queryUploads(ctx, s.Q, `SELECT `+uploadColumns+` FROM uploads
-		WHERE expires_at <= ? AND (lease_token = '' OR lease_until <= ?) ORDER BY expires_at LIMIT ?`, at.UnixMicro(), at.UnixMicro(), limit)
+		WHERE expires_at <= ? AND (lease_token = '' OR lease_until <= ?) ORDER BY lease_until, expires_at LIMIT ?`, at.UnixMicro(), at.UnixMicro(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("expired uploads: %w", err)
 	}

@@ -80,6 +80,24 @@ func testUploads(t *testing.T, s store.Store) {
 	if got, _ := s.GetUpload(ctx, "alice", "u1"); got.Offset != 42 || string(got.HashState) != "h42" {
 		t.Fatalf("after commit: %+v", got)
 	}
+	// Renewal: only by the holder, the committed state untouched; a renewed lease is not taken
+	// over when the first one would have lapsed.
+	if err := s.RenewUpload(ctx, &store.LeaseUploadParams{Owner: "alice", ID: "u1", Token: "t2", Until: now.Add(time.Hour)}); !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("renewal without the lease: %v", err)
+	}
+	if err := s.RenewUpload(ctx, &store.LeaseUploadParams{Owner: "alice", ID: "u1", Token: "t1", Until: now.Add(90 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetUpload(ctx, "alice", "u1"); got.Offset != 42 || string(got.HashState) != "h42" {
+		t.Fatalf("after renewal: %+v", got)
+	}
+	if _, err := s.LeaseUpload(ctx, &store.LeaseUploadParams{Owner: "alice", ID: "u1", Token: "t2", Now: now.Add(75 * time.Second),
+		Until: now.Add(time.Hour)}); !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("a renewed lease taken over: %v", err)
+	}
+	if err := s.RenewUpload(ctx, &store.LeaseUploadParams{Owner: "nobody", ID: "u1", Token: "t1", Until: now}); !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("renewal of another owner's upload: %v", err)
+	}
 	// An expired lease can be taken over; a released one at once.
 	other.Now = now.Add(2 * time.Minute)
 	other.Until = other.Now.Add(time.Minute)
@@ -133,5 +151,17 @@ func testUploads(t *testing.T, s store.Store) {
 	}
 	if _, err := s.GetUpload(ctx, "bob", "b1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("deleted: %v", err)
+	}
+	// An upload a sweep put off (its lease lapsed) comes after those never leased, however old.
+	for i, id := range []string{"c1", "c2"} {
+		if err := s.CreateUpload(ctx, &store.CreateUploadParams{Upload: newUpload(id, "carol", 1, now.Add(time.Duration(i-10)*time.Minute)), Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.LeaseUpload(ctx, &store.LeaseUploadParams{Owner: "carol", ID: "c1", Token: "sweep", Now: now, Until: now.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if exp, err := s.ExpiredUploads(ctx, now, 10); err != nil || len(exp) != 2 || exp[0].ID != "c2" || exp[1].ID != "c1" {
+		t.Fatalf("expired after a put-off: %+v %v", exp, err)
 	}
 }
