@@ -176,17 +176,16 @@ func (s *Server) callback(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, fd.Next, http.StatusSeeOther)
 }
 
-// maxSubjectLen and the group bounds match the bearer token verifier's, so a user is the same
-// principal either way.
+// The group bounds match the bearer token verifier's, and the subject is judged by the same
+// auth.SubjectProblem, so a user is the same principal either way.
 const (
-	maxSubjectLen = 256
-	maxGroups     = 256
-	maxGroupLen   = 256
+	maxGroups   = 256
+	maxGroupLen = 256
 )
 
 func (s *Server) principalFromClaims(sub string, claims map[string]any) (auth.Principal, error) {
-	if sub == "" || len(sub) > maxSubjectLen || strings.ContainsFunc(sub, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return auth.Principal{}, errors.New("the ID token's subject is empty, too long or has control characters")
+	if why := auth.SubjectProblem(sub); why != "" {
+		return auth.Principal{}, fmt.Errorf("the ID token's subject cannot name a user: %s", why)
 	}
 	var groups []string
 	add := func(x any) {
