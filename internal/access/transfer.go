@@ -124,8 +124,8 @@ func (r *Resolver) resolveTransfer(ctx context.Context, owner string, ep transfe
 // credential changed or deleted, the caller's recorded groups changed) makes the stamps differ
 // and the next check decides in full, with the caller's groups as the stamp read them, so
 // revocation (leaving a group included) still stops the transfer at its next range, on any
-// instance. Systems behind a
-// jump host are decided in full every time (the stamp does not cover the jump chain).
+// instance. Systems behind a jump host are decided in full every time (the stamp does not
+// cover the jump chain).
 type recheck struct {
 	r        *Resolver
 	req      Request

@@ -785,8 +785,9 @@ func lostHold(ctx, held context.Context) error {
 }
 
 // recheck asks both endpoints whether the owner may still use them (before every round, every
-// chunk prepareItems prepares, every batch of small files and every range); a refusal (ErrSystem) ends the run with it as the cause, so the transfer fails
-// at once instead of being retried.
+// chunk prepareItems prepares, every batch of small files and every range); a refusal
+// (ErrSystem) ends the run with it as the cause, so the transfer fails at once instead of
+// being retried.
 func (r *run) recheck(ctx context.Context) error {
 	for _, sys := range []System{r.src, r.dst} {
 		if sys.Recheck == nil {
