@@ -53,18 +53,7 @@ func TestGrantArchiveLostGuard(t *testing.T) {
 	defer releaseProbe()
 	req, _ := http.NewRequest("GET", f.e.url+f.url("content", top)+"?archive=tar", nil)
 	req.Header.Set("Authorization", "Bearer "+f.e.token("bob"))
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("archive: %d", res.StatusCode)
-	}
-	head := make([]byte, 256<<10)
-	if _, err := io.ReadFull(res.Body, head); err != nil {
-		t.Fatal(err)
-	}
+	res, head := archiveHead(t, req, 256<<10)
 
 	admin, err := pgx.Connect(t.Context(), url)
 	if err != nil {

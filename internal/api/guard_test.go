@@ -183,18 +183,7 @@ func TestGrantArchiveSwapStalledReader(t *testing.T) {
 			f.resetLinks(t)
 			req, _ := http.NewRequest("GET", f.e.url+f.url("content", top)+"?archive=tar", nil)
 			req.Header.Set("Authorization", "Bearer "+f.e.token("bob"))
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer res.Body.Close()
-			if res.StatusCode != 200 {
-				t.Fatalf("archive: %d", res.StatusCode)
-			}
-			head := make([]byte, after)
-			if _, err := io.ReadFull(res.Body, head); err != nil {
-				t.Fatal(err)
-			}
+			res, head := archiveHead(t, req, after)
 			st := f.swap(filepath.Join(top, "zzz"), "up")
 			rest, err := io.ReadAll(res.Body)
 			if err != nil {
@@ -228,18 +217,8 @@ func TestGrantLinkArchiveSwap(t *testing.T) {
 		t.Fatalf("link: %d %s", r.status, r.body)
 	}
 	u := r.json(t)["url"].(string)
-	res, err := http.Get(f.e.url + u[strings.Index(u, "/v1/links/"):] + "?archive=tar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("link archive: %d", res.StatusCode)
-	}
-	head := make([]byte, 256<<10)
-	if _, err := io.ReadFull(res.Body, head); err != nil {
-		t.Fatal(err)
-	}
+	req, _ := http.NewRequest("GET", f.e.url+u[strings.Index(u, "/v1/links/"):]+"?archive=tar", nil)
+	res, head := archiveHead(t, req, 256<<10)
 	st := f.swap(filepath.Join(top, "zzz"), "up")
 	rest, _ := io.ReadAll(res.Body)
 	if bytes.Contains(append(head, rest...), []byte(secretMark)) {
@@ -411,4 +390,24 @@ func TestGrantLinksPointDown(t *testing.T) {
 	if r := f.e.do("alice", "POST", "/v1/systems/hpc/ops/extract", map[string]any{"archive": arch, "destination": filepath.Join(f.share, "x")}); r.status != 200 {
 		t.Errorf("alice extracting the same archive: %d %s", r.status, r.body)
 	}
+}
+
+// archiveHead sends req, an archive download, checks that it is answered 200 and reads the
+// first n bytes of the body, leaving the rest unread (so the walk behind it waits at that
+// point); the body is closed when the test ends.
+func archiveHead(t *testing.T, req *http.Request, n int) (*http.Response, []byte) {
+	t.Helper()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	if res.StatusCode != 200 {
+		t.Fatalf("archive %s: %d", req.URL.Path, res.StatusCode)
+	}
+	head := make([]byte, n)
+	if _, err := io.ReadFull(res.Body, head); err != nil {
+		t.Fatal(err)
+	}
+	return res, head
 }

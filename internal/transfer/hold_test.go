@@ -118,21 +118,7 @@ func TestSharedRunHoldsPerChunk(t *testing.T) {
 	}
 	h.sys.m["alice/shared"] = s
 	h.sys.mu.Unlock()
-	dir := a.MkTemp(t)
-	src := filepath.Join(dir, "src")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	paths := []string{dir, src}
-	for i := range 40 {
-		p := filepath.Join(src, fmt.Sprintf("f%02d", i))
-		randomFile(t, p, 4096, uint64(i))
-		paths = append(paths, p)
-	}
-	owned(t, a, paths...)
-	tr := h.submit("alice", Request{Recursive: true, Source: Endpoint{System: "a", Path: src},
-		Destination: Endpoint{System: "shared", Path: filepath.Join(dir, "dst")}})
-	got := h.wait("alice", tr.ID, time.Minute, func(t *Transfer) bool { return t.Status.Terminal() })
+	got := copyToShared(t, h, a, 40)
 	if got.Status != StatusSucceeded || got.FilesDone != 40 {
 		t.Fatalf("transfer: %s, %d files done, %s", got.Status, got.FilesDone, got.Error)
 	}
@@ -143,6 +129,27 @@ func TestSharedRunHoldsPerChunk(t *testing.T) {
 	if n := movesRefused.Load(); n != 0 {
 		t.Fatalf("%d of %d moves could not be had between the run's holds", n, holds.Load())
 	}
+}
+
+// copyToShared copies a directory of n files of 4 KiB on a (alice's system "a") into a fresh
+// directory through alice's system "shared" and returns the transfer once it has ended.
+func copyToShared(t *testing.T, h *harness, a *sshtest.Server, n int) *Transfer {
+	t.Helper()
+	dir := a.MkTemp(t)
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{dir, src}
+	for i := range n {
+		p := filepath.Join(src, fmt.Sprintf("f%02d", i))
+		randomFile(t, p, 4096, uint64(i))
+		paths = append(paths, p)
+	}
+	owned(t, a, paths...)
+	tr := h.submit("alice", Request{Recursive: true, Source: Endpoint{System: "a", Path: src},
+		Destination: Endpoint{System: "shared", Path: filepath.Join(dir, "dst")}})
+	return h.wait("alice", tr.ID, time.Minute, func(t *Transfer) bool { return t.Status.Terminal() })
 }
 
 func TestChunks(t *testing.T) {
@@ -202,21 +209,7 @@ func TestSharedRunLostHoldRetries(t *testing.T) {
 	}
 	h.sys.m["alice/shared"] = s
 	h.sys.mu.Unlock()
-	dir := a.MkTemp(t)
-	src := filepath.Join(dir, "src")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	paths := []string{dir, src}
-	for i := range 12 {
-		p := filepath.Join(src, fmt.Sprintf("f%02d", i))
-		randomFile(t, p, 4096, uint64(i))
-		paths = append(paths, p)
-	}
-	owned(t, a, paths...)
-	tr := h.submit("alice", Request{Recursive: true, Source: Endpoint{System: "a", Path: src},
-		Destination: Endpoint{System: "shared", Path: filepath.Join(dir, "dst")}})
-	got := h.wait("alice", tr.ID, time.Minute, func(t *Transfer) bool { return t.Status.Terminal() })
+	got := copyToShared(t, h, a, 12)
 	if got.Status != StatusSucceeded || got.FilesDone != 12 || got.FilesFailed != 0 {
 		t.Fatalf("transfer after a lost hold: %s, %d files done, %d failed, %s", got.Status, got.FilesDone, got.FilesFailed, got.Error)
 	}
