@@ -174,9 +174,12 @@ func (s *Server) tusCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	return s.fsCallWith(r, withBody, false, func(fsys *files.FS, t sshpool.Target, c *sftp.Client) error {
 		var err error
-		if u.Dest, u.PartName, err = fsys.CreateResumable(r.Context(), p, u.Overwrite, u.Parents); err != nil {
+		var recorded func()
+		if u.Dest, u.PartName, recorded, err = fsys.CreateResumable(r.Context(), p, u.Overwrite, u.Parents); err != nil {
 			return err
 		}
+		// The part file is in the temporary-name ledger until the upload's record below holds
+		// it (or it is removed again): a process killed in between leaves it to the sweep.
 		now := time.Now()
 		u.ID = strings.ToLower(rand.Text())
 		u.SystemOwner, u.SystemID = decided(r)
@@ -185,12 +188,15 @@ func (s *Server) tusCreate(w http.ResponseWriter, r *http.Request) error {
 		err = s.deps.Store.CreateUpload(r.Context(), &store.CreateUploadParams{Upload: u, Now: now,
 			MaxOpen: s.cfg.TusMaxOpenPerOwner, MaxBytes: s.cfg.TusMaxBytesPerOwner})
 		if err != nil {
-			_ = fsys.RemoveResumable(context.WithoutCancel(r.Context()), u.Dest, u.PartName)
+			if fsys.RemoveResumable(context.WithoutCancel(r.Context()), u.Dest, u.PartName) == nil {
+				recorded()
+			}
 			if errors.Is(err, store.ErrLimit) {
 				return &httpError{status: http.StatusTooManyRequests, detail: err.Error(), retryAfter: 60}
 			}
 			return err
 		}
+		recorded() // the upload's record holds the part file now
 		w.Header().Set("Location", "/v1/systems/"+url.PathEscape(u.SystemRef)+"/uploads/"+u.ID)
 		w.Header().Set("Upload-Expires", u.ExpiresAt.UTC().Format(http.TimeFormat))
 		if !withBody && length > 0 {

@@ -30,38 +30,47 @@ import (
 // CreateResumable checks that an upload to p may start (a directory at p is ErrIsDir; without
 // overwrite an existing file is fs.ErrExist), makes missing parents with parents, creates an
 // empty owner-only part file and returns the destination's absolute path and the part file's
-// base name.
-func (f *FS) CreateResumable(ctx context.Context, p string, overwrite, parents bool) (abs, part string, err error) {
+// base name. The part file's name is recorded with the FS's Temps before it exists, like any
+// request's temporary name; the caller calls recorded once the upload's own record holds the
+// name (or the name is gone), so a process killed in between leaves a name the sweep of
+// temporary names removes, not an orphan no record names.
+func (f *FS) CreateResumable(ctx context.Context, p string, overwrite, parents bool) (abs, part string, recorded func(), err error) {
 	const op = "upload"
 	abs, err = f.resolve(ctx, op, p, false)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	if abs == "/" {
-		return "", "", newErr(op, abs, ErrIsDir, nil)
+		return "", "", nil, newErr(op, abs, ErrIsDir, nil)
 	}
 	if parents {
 		if err := f.mkdirAll(ctx, op, path.Dir(abs)); err != nil {
-			return "", "", err
+			return "", "", nil, err
 		}
 	}
 	if fi, ok, err := f.exists(abs); err != nil {
-		return "", "", f.dirAwareErr(op, abs, err)
+		return "", "", nil, f.dirAwareErr(op, abs, err)
 	} else if ok && fi.IsDir() {
-		return "", "", newErr(op, abs, ErrIsDir, nil)
+		return "", "", nil, newErr(op, abs, ErrIsDir, nil)
 	} else if ok && !overwrite {
-		return "", "", newErr(op, abs, fs.ErrExist, nil)
+		return "", "", nil, newErr(op, abs, fs.ErrExist, nil)
 	}
 	part = tempName(path.Base(abs))
-	file, err := f.createTemp(op, abs, path.Join(path.Dir(abs), part))
+	tmp := path.Join(path.Dir(abs), part)
+	gone, err := f.createTracked(ctx, op, abs, tmp)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
+	}
+	file, err := f.createTemp(op, abs, tmp)
+	if err != nil {
+		f.createFailed(err, gone)
+		return "", "", nil, err
 	}
 	if err := file.Close(); err != nil {
-		_ = f.c.Remove(path.Join(path.Dir(abs), part))
-		return "", "", f.writeErr(op, abs, err)
+		f.removeTemp(tmp, gone)
+		return "", "", nil, f.writeErr(op, abs, err)
 	}
-	return abs, part, nil
+	return abs, part, gone, nil
 }
 
 // partPath resolves p and returns the destination and its part file's path; part must be a

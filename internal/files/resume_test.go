@@ -24,10 +24,10 @@ func TestResumable(t *testing.T) {
 	f := e.fs(Options{RootDir: root})
 	dest := filepath.Join(root, "sub", "x.bin")
 
-	if _, _, err := f.CreateResumable(ctx, dest, false, false); !isKind(err, fs.ErrNotExist) && !isKind(err, ErrNotDir) {
+	if _, _, _, err := f.CreateResumable(ctx, dest, false, false); !isKind(err, fs.ErrNotExist) && !isKind(err, ErrNotDir) {
 		t.Fatalf("missing parent: %v", err)
 	}
-	abs, part, err := f.CreateResumable(ctx, dest, false, true)
+	abs, part, _, err := f.CreateResumable(ctx, dest, false, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestResumable(t *testing.T) {
 		t.Errorf("outside the root: %v", err)
 	}
 	// A symlink put in a part file's place is not followed.
-	_, part2, err := f.CreateResumable(ctx, dest, false, false)
+	_, part2, _, err := f.CreateResumable(ctx, dest, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +86,10 @@ func TestResumable(t *testing.T) {
 		t.Fatalf("mode %v", fi.Mode())
 	}
 	// Without overwrite an existing destination is refused (at creation and at the rename).
-	if _, _, err := f.CreateResumable(ctx, dest, false, false); !isKind(err, fs.ErrExist) {
+	if _, _, _, err := f.CreateResumable(ctx, dest, false, false); !isKind(err, fs.ErrExist) {
 		t.Fatalf("existing: %v", err)
 	}
-	_, part3, err := f.CreateResumable(ctx, dest, true, false)
+	_, part3, _, err := f.CreateResumable(ctx, dest, true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestResumableFinish(t *testing.T) {
 			if tc.existing != 0 {
 				writeAsUser(t, e, dest, "old", tc.existing)
 			}
-			_, part, err := f.CreateResumable(ctx, dest, true, false)
+			_, part, _, err := f.CreateResumable(ctx, dest, true, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +176,7 @@ func TestResumableFinish(t *testing.T) {
 
 	// A symlink to a file of the user's in the part file's place: refused, the file untouched.
 	dest := filepath.Join(e.dir, "victim-dest.bin")
-	_, part, err := f.CreateResumable(ctx, dest, false, false)
+	_, part, _, err := f.CreateResumable(ctx, dest, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 // Creating is called before the name exists and its error stops the operation, so no name
 // exists without its record. Gone is called once the name no longer exists (renamed into place
 // or removed); a name the operation could not remove is simply never reported gone. Resumable
-// uploads (CreateResumable) and transfer parts outlive their request and keep records of their
-// own, so they are not reported here.
+// uploads and transfer parts outlive their request and keep records of their own; a resumable
+// upload's part file is recorded here only until its own record holds it (CreateResumable).
 type Temps interface {
 	// Creating records the temporary name in directory dir (both absolute and clean).
 	Creating(ctx context.Context, dir, name string) error
