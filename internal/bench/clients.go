@@ -57,6 +57,10 @@ type ClientsRun struct {
 	CPUMs     float64 `json:"cpu_ms_per_request"`
 	SSHDCPUMs float64 `json:"sshd_cpu_ms_per_request,omitempty"`
 	PeerCPUMs float64 `json:"peer_cpu_ms_per_request,omitempty"`
+	// SettledS is how long the run waited for a quiet machine before its warm-up
+	// (ClientsBench.Settle); Unquiet says the machine was still busy when it gave up waiting.
+	SettledS float64 `json:"settled_s,omitempty"`
+	Unquiet  bool    `json:"started_unquiet,omitempty"`
 }
 
 // ClientsReport is everything one clients bench measured.
@@ -100,6 +104,11 @@ type ClientsBench struct {
 	// hosts sshapi) for each sshapi run, named clients-CASE.pprof (clients-CASE-rN.pprof for
 	// rounds after the first).
 	Profiles string
+	// Settle, when set, is called before each run's warm-up and waits for the machine to be
+	// quiet, returning how long it waited and whether it got quiet, so that no run shares the
+	// CPUs with what the run before it left winding down (its sessions' processes, a peer's
+	// process finishing its work).
+	Settle func(ctx context.Context) (waited time.Duration, quiet bool)
 }
 
 // Run measures every target. A failed request is counted in its run; Run returns only ctx's
@@ -143,6 +152,11 @@ func (b *ClientsBench) Run(ctx context.Context) error {
 }
 
 func (b *ClientsBench) measure(ctx context.Context, t ClientsTarget, round int) {
+	var settled time.Duration
+	quiet := true
+	if b.Settle != nil {
+		settled, quiet = b.Settle(ctx)
+	}
 	_ = ClosedLoop(ctx, t.Op, b.Clients, b.Warmup, 0, b.Timeout) // warm-up, not recorded
 	cpu0 := selfCPU()
 	peer0 := treeCPU(t.PIDs)
@@ -167,7 +181,8 @@ func (b *ClientsBench) measure(ctx context.Context, t ClientsTarget, round int) 
 	cpu := selfCPU() - cpu0 - meter.Own()
 	peer := treeCPU(t.PIDs) - peer0
 	s.Target, s.Scenario, s.Command, s.DurationS = t.Name, "clients", t.Case, b.Duration.Seconds()
-	r := ClientsRun{Case: t.Case, Target: t.Name, Request: t.Request, Clients: b.Clients, Round: round, Summary: s}
+	r := ClientsRun{Case: t.Case, Target: t.Name, Request: t.Request, Clients: b.Clients, Round: round, Summary: s,
+		SettledS: settled.Seconds(), Unquiet: !quiet}
 	if s.OK > 0 {
 		r.CPUMs = 1000 * cpu / float64(s.OK)
 		r.SSHDCPUMs = 1000 * sshd / float64(s.OK)

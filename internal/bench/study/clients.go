@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -156,7 +157,11 @@ func RunClients(ctx context.Context, o ClientsOptions) (*bench.ClientsReport, er
 	rep.Meta.SSHD = "OpenSSH sshd on 127.0.0.1, stock configuration (MaxSessions 10)"
 	rep.Meta.Versions = peers.Versions()
 	rep.Meta.Versions["sshapi"] = map[string]string{"sshapi": service.Version}
-	cb := &bench.ClientsBench{Targets: targets, Clients: o.Clients, Duration: o.Duration, Rounds: o.Rounds, SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep, Profiles: o.Profiles}
+	cb := &bench.ClientsBench{Targets: targets, Clients: o.Clients, Duration: o.Duration, Rounds: o.Rounds, SSHDPIDs: l.sshdPIDs(), Progress: o.Progress, Report: rep, Profiles: o.Profiles,
+		Settle: func(ctx context.Context) (time.Duration, bool) {
+			q := waitQuiet(ctx, settleRunMax)
+			return q.waited, q.quiet || q.unread
+		}}
 	err = cb.Run(ctx)
 	rep.Meta.Notes = ClientsNotes(o.Clients, o.Duration, o.Peers)
 	if o.Rounds > 1 {
@@ -165,8 +170,34 @@ func RunClients(ctx context.Context, o ClientsOptions) (*bench.ClientsReport, er
 	if v := peers.Versions(); len(v) > 0 {
 		rep.Meta.Notes = append(rep.Meta.Notes, "peer versions: "+versions(v))
 	}
+	rep.Meta.Notes = append(rep.Meta.Notes, settledRuns(rep.Runs))
 	rep.Meta.Notes = append(rep.Meta.Notes, fmt.Sprintf("1-minute load average when the runs started: %s; when they ended: %s", loadStart, loadAverage()), settled)
 	return rep, err
+}
+
+// settleRunMax bounds the wait for a quiet machine before each clients run (the section as a
+// whole waits up to settleMax first).
+const settleRunMax = 20 * time.Second
+
+// settledRuns says how long the runs waited for a quiet machine before each warm-up, and which
+// started on a busy one.
+func settledRuns(runs []bench.ClientsRun) string {
+	var lo, hi float64
+	var busy []string
+	for i, r := range runs {
+		if i == 0 || r.SettledS < lo {
+			lo = r.SettledS
+		}
+		hi = max(hi, r.SettledS)
+		if r.Unquiet {
+			busy = append(busy, fmt.Sprintf("%s %s round %d", r.Case, r.Target, max(1, r.Round)))
+		}
+	}
+	note := fmt.Sprintf("before each run's warm-up the bench waited for the machine to be quiet again (at most %d runnable tasks for %s, %s at most), so that no run starts while the one before it is still winding down: waits of %.1f–%.1f s", runtime.NumCPU(), settleQuiet, settleRunMax, lo, hi)
+	if len(busy) > 0 {
+		note += "; still busy when the wait gave up: " + strings.Join(busy, ", ")
+	}
+	return note
 }
 
 // ClientsNotes say how the clients bench measured.

@@ -26,29 +26,56 @@ var settleMax = 2 * time.Minute
 // settle waits until the machine is quiet (see above) and returns a note saying how long it
 // waited and whether it got quiet.
 func settle(ctx context.Context) string {
+	q := waitQuiet(ctx, settleMax)
+	switch {
+	case q.unread:
+		return "the machine's runnable tasks could not be read (/proc/loadavg); the section did not wait for quiet"
+	case q.cut:
+		return "the wait for a quiet machine was cut short"
+	case !q.quiet:
+		return fmt.Sprintf("the machine did not get quiet within %s (%d runnable tasks on %d CPUs); the section ran anyway", settleMax, q.runnable, runtime.NumCPU())
+	}
+	return fmt.Sprintf("waited %.1f s before the section for the machine to be quiet (at most %d runnable tasks, one per CPU, for %s)",
+		q.waited.Seconds(), runtime.NumCPU(), settleQuiet)
+}
+
+// quietness is what one wait for a quiet machine saw.
+type quietness struct {
+	waited   time.Duration
+	quiet    bool // quiet for settleQuiet within the limit
+	runnable int  // runnable tasks at the last reading
+	unread   bool // /proc/loadavg could not be read (nothing was waited for)
+	cut      bool // ctx ended first
+}
+
+// waitQuiet waits until the machine is quiet, limit at most.
+func waitQuiet(ctx context.Context, limit time.Duration) quietness {
 	start := time.Now()
 	cpus := runtime.NumCPU()
 	var quietSince time.Time
 	for {
 		n, ok := runnable()
 		now := time.Now()
+		q := quietness{waited: now.Sub(start), runnable: n}
 		switch {
 		case !ok:
-			return "the machine's runnable tasks could not be read (/proc/loadavg); the section did not wait for quiet"
+			q.unread = true
+			return q
 		case n > cpus:
 			quietSince = time.Time{}
 		case quietSince.IsZero():
 			quietSince = now
 		case now.Sub(quietSince) >= settleQuiet:
-			return fmt.Sprintf("waited %.1f s before the section for the machine to be quiet (at most %d runnable tasks, one per CPU, for %s)",
-				now.Sub(start).Seconds(), cpus, settleQuiet)
+			q.quiet = true
+			return q
 		}
-		if now.Sub(start) >= settleMax {
-			return fmt.Sprintf("the machine did not get quiet within %s (%d runnable tasks on %d CPUs); the section ran anyway", settleMax, n, cpus)
+		if now.Sub(start) >= limit {
+			return q
 		}
 		select {
 		case <-ctx.Done():
-			return "the wait for a quiet machine was cut short"
+			q.cut = true
+			return q
 		case <-time.After(settlePoll):
 		}
 	}
