@@ -32,9 +32,13 @@
 //
 // Every decision reads the system and its credential from the store, in one query
 // (store.GetSystemCredential: one statement, so one snapshot of both rows), and grants with
-// another; neither is remembered between requests. A change that committed before a request
-// reads them — a system deleted or edited, a credential deleted or replaced, a grant revoked —
-// is therefore obeyed by that request, on every instance sharing the database. What is kept is
+// another; neither is remembered between requests here. (The SQLite store answers that query
+// from a cache only while the database's system generation, moved by triggers in the same
+// transaction as any write to a system or credential, is what it was when the entry was read:
+// the answer is still that of the database at the time of the request's read; see
+// store.SystemCache.) A change that committed before a request reads them — a system deleted or
+// edited, a credential deleted or replaced, a grant revoked — is therefore obeyed by that
+// request, on every instance sharing the database. What is kept is
 // only the work derived from those rows: the signer parsed from the decrypted key (targets),
 // keyed by the owner, the system, the credential's generation and the system's updated_at as
 // that same query just returned them. The store gives every PutCredential a generation that

@@ -197,7 +197,9 @@ type Store interface {
 	// together in one query (one snapshot: never a credential of an older or
 	// newer system row). The credential is nil when the system has none; a
 	// missing system is ErrNotFound. Access decisions read this on every
-	// request, so drivers keep the query prepared.
+	// request, so drivers keep the query prepared; a driver may answer from a
+	// SystemCache, which returns only what the query would return at the
+	// time of the call.
 	GetSystemCredential(ctx context.Context, owner, id string) (*System, *Credential, error)
 	// DeleteCredential removes the owner's credential for systemID, or fails
 	// with ErrNotFound.

@@ -47,6 +47,10 @@ type DB struct {
 	// it on each pooled connection the first time that connection runs it and keeps it there,
 	// so the SQL is parsed once per connection instead of once per access decision.
 	systemCredential *sql.Stmt
+	// generation reads the system generation (see store.SystemCache), prepared once like
+	// systemCredential; cache holds what GetSystemCredential read under it.
+	generation *sql.Stmt
+	cache      *store.SystemCache
 	// auditInsert is appendAudit's statement, prepared once like systemCredential (the
 	// audit writer inserts an entry per audited request).
 	auditInsert *sql.Stmt
@@ -79,7 +83,14 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
-	return &DB{db: db, systemCredential: sc, auditInsert: ai, SQLTemps: store.SQLTemps{Q: newSharedQuerier(db)}, SQLUploads: store.SQLUploads{Q: newSharedQuerier(db)}}, nil
+	gq, err := db.PrepareContext(ctx, generationQuery)
+	if err != nil {
+		sc.Close()
+		ai.Close()
+		db.Close()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	return &DB{db: db, systemCredential: sc, auditInsert: ai, generation: gq, cache: store.NewSystemCache(maxCachedSystems), SQLTemps: store.SQLTemps{Q: newSharedQuerier(db)}, SQLUploads: store.SQLUploads{Q: newSharedQuerier(db)}}, nil
 }
 
 // OpenFile opens (creating if needed) the SQLite file at path with the settings every sshapi
@@ -163,6 +174,7 @@ func (d *DB) Ping(ctx context.Context) error {
 func (d *DB) Close() error {
 	_ = d.systemCredential.Close() // closed with the pool anyway; the pool's error is the one to report
 	_ = d.auditInsert.Close()
+	_ = d.generation.Close()
 	if err := d.db.Close(); err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}
@@ -451,9 +463,17 @@ func (d *DB) GetCredential(ctx context.Context, owner, systemID string) (*store.
 // arguments (compared exactly: BINARY collation). The driver costs a few allocations per
 // column of a result (its name and declared type), so every column left out counts on a
 // lookup each access decision makes.
-var systemCredentialQuery = `SELECT ` + prefixed("s.", systemColumns, keyColumns) + `, ` + prefixed("c.", credentialColumns, keyColumns) + `
+var systemCredentialQuery = `SELECT ` + prefixed("s.", systemColumns, keyColumns) + `, ` + prefixed("c.", credentialColumns, keyColumns) + `,
+	(` + generationQuery + `)
 	FROM systems s LEFT JOIN credentials c ON c.owner = s.owner AND c.system_id = s.id
 	WHERE s.owner = ? AND s.id = ?`
+
+// generationQuery reads the system generation (migration 0010, store.SystemCache).
+const generationQuery = `SELECT value FROM counters WHERE name = 'system_generation'`
+
+// maxCachedSystems bounds the systems GetSystemCredential keeps (store.SystemCache): an entry
+// is a system row and its sealed credential, about a kilobyte.
+const maxCachedSystems = 4096
 
 // keyColumns is how many key columns lead systemColumns and credentialColumns.
 const keyColumns = 2
@@ -467,41 +487,64 @@ func prefixed(p, columns string, skip int) string {
 	return strings.Join(cols, ", ")
 }
 
-// GetSystemCredential implements store.Store.
+// GetSystemCredential implements store.Store. It reads the system generation first and answers
+// from the cache when it holds the system read under that generation; the generation's one
+// column costs the driver a fraction of the row's (see systemCredentialQuery), and every access
+// decision makes this lookup. Otherwise it reads the row, with the generation in the same
+// statement, and caches it.
 func (d *DB) GetSystemCredential(ctx context.Context, owner, id string) (*store.System, *store.Credential, error) {
+	ctx, err := lookupCtx(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
+	}
+	var gen int64
+	if err := d.generation.QueryRowContext(ctx).Scan(&gen); err != nil {
+		return nil, nil, fmt.Errorf("sqlite: get system and credential: generation: %w", err)
+	}
+	if sys, cred, ok := d.cache.Get(owner, id, gen); ok {
+		return sys, cred, nil
+	}
+	sys, cred, gen, err := d.readSystemCredential(ctx, owner, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	d.cache.Put(owner, id, gen, sys, cred)
+	return sys, cred, nil
+}
+
+// readSystemCredential reads owner's system id and its credential (nil when it has none) and
+// the generation they were read under, in one statement.
+func (d *DB) readSystemCredential(ctx context.Context, owner, id string) (*store.System, *store.Credential, int64, error) {
 	var (
 		sr                  systemRow
 		user, keyType, fp   sql.NullString
 		cert, keyID         sql.NullString
 		wrapped, ciphertext []byte
 		gen, created        sql.NullInt64
+		systemGen           int64
 	)
-	dest := append(sr.dest()[keyColumns:], &user, &keyType, &fp, &cert, &keyID, &wrapped, &ciphertext, &gen, &created)
-	ctx, err := lookupCtx(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
-	}
-	err = d.systemCredential.QueryRowContext(ctx, owner, id).Scan(dest...)
+	dest := append(sr.dest()[keyColumns:], &user, &keyType, &fp, &cert, &keyID, &wrapped, &ciphertext, &gen, &created, &systemGen)
+	err := d.systemCredential.QueryRowContext(ctx, owner, id).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, fmt.Errorf("system %q: %w", id, store.ErrNotFound)
+		return nil, nil, 0, fmt.Errorf("system %q: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
+		return nil, nil, 0, fmt.Errorf("sqlite: get system and credential: %w", err)
 	}
 	sr.s.Owner, sr.s.ID = owner, id
 	sys, err := sr.system()
 	if err != nil {
-		return nil, nil, fmt.Errorf("sqlite: get system and credential: %w", err)
+		return nil, nil, 0, fmt.Errorf("sqlite: get system and credential: %w", err)
 	}
 	if !gen.Valid { // NOT NULL in a credentials row: no credential joined
-		return sys, nil, nil
+		return sys, nil, systemGen, nil
 	}
 	return sys, &store.Credential{
 		Owner: owner, SystemID: id, Username: user.String, KeyType: keyType.String,
 		PublicKeyFingerprint: fp.String, Certificate: cert.String,
 		Sealed:     secret.Sealed{KeyID: keyID.String, WrappedKey: wrapped, Ciphertext: ciphertext},
 		Generation: gen.Int64, CreatedAt: fromMicros(created.Int64),
-	}, nil
+	}, systemGen, nil
 }
 
 // DeleteCredential implements store.Store.
