@@ -71,7 +71,9 @@ func TestSystemCredentialSeesEveryWriter(t *testing.T) {
 			if err := b.PutCredential(ctx, cred("u2")); err != nil {
 				t.Fatal(err)
 			}
-		}, func(_ *store.System, c *store.Credential) bool { return c != nil && c.Username == "u2" && string(c.Sealed.Ciphertext) == "c-u2" }},
+		}, func(_ *store.System, c *store.Credential) bool {
+			return c != nil && c.Username == "u2" && string(c.Sealed.Ciphertext) == "c-u2"
+		}},
 		{"credential deleted by another store", func() {
 			if err := b.DeleteCredential(ctx, "alice", "hpc"); err != nil {
 				t.Fatal(err)
@@ -87,7 +89,9 @@ func TestSystemCredentialSeesEveryWriter(t *testing.T) {
 			if err := b.PutCredential(ctx, cred("u3")); err != nil {
 				t.Fatal(err)
 			}
-		}, func(s *store.System, c *store.Credential) bool { return s.Host == "h3" && c != nil && c.Username == "u3" }},
+		}, func(s *store.System, c *store.Credential) bool {
+			return s.Host == "h3" && c != nil && c.Username == "u3"
+		}},
 		{"system changed by SQL", func() { exec(`UPDATE systems SET description = 'by sql'`) },
 			func(s *store.System, _ *store.Credential) bool { return s.Description == "by sql" }},
 		{"credential changed by SQL", func() { exec(`UPDATE credentials SET username = 'sqluser'`) },
