@@ -5,7 +5,9 @@
 #
 #   third_party/x-crypto.sh check   rebuild it in a temporary directory and fail if the committed
 #                                   tree differs, or ssh/chacha_avx512_amd64.s is not what
-#                                   ssh/_asm/chacha_avx512.go writes (make test runs this)
+#                                   ssh/_asm/chacha_avx512.go writes, or
+#                                   internal/poly1305/sum_vector_amd64.s not what
+#                                   internal/poly1305/_asm/sum_vector.go writes (make test runs this)
 #   third_party/x-crypto.sh write   replace the committed tree with the rebuilt one
 #   third_party/x-crypto.sh diff    write the committed tree's changes to the pristine one into
 #                                   x-crypto.patch (after editing the tree by hand)
@@ -77,6 +79,12 @@ check | write)
     echo "$TREE/ssh/chacha_avx512_amd64.s is not what its generator writes:" >&2
     head -50 "$tmp/diff" >&2
     echo "(cd $TREE/ssh && go run ./_asm/chacha_avx512.go > chacha_avx512_amd64.s)" >&2
+    exit 1
+  elif ! (cd "$TREE/internal/poly1305" && go run ./_asm/sum_vector.go) |
+    diff - "$TREE/internal/poly1305/sum_vector_amd64.s" >"$tmp/diff"; then
+    echo "$TREE/internal/poly1305/sum_vector_amd64.s is not what its generator writes:" >&2
+    head -50 "$tmp/diff" >&2
+    echo "(cd $TREE/internal/poly1305 && go run ./_asm/sum_vector.go > sum_vector_amd64.s)" >&2
     exit 1
   fi
   ;;
