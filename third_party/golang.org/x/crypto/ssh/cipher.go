@@ -752,9 +752,9 @@ type chacha20Poly1305Cipher struct {
 	avx512 bool
 
 	// vectorMAC, if set, has poly1305.SumVector compute the packet's MAC:
-	// the same tag as poly1305.Sum, four blocks at a time with AVX2 for
-	// packets of a few hundred bytes and more. It is set where the CPU has
-	// AVX2 (poly1305.HasVector).
+	// the same tag as poly1305.Sum, four blocks at a time with AVX2 (eight
+	// with AVX-512 IFMA where the CPU has it) for packets of 512 bytes and
+	// more. It is set where the CPU has AVX2 (poly1305.HasVector).
 	vectorMAC bool
 }
 

@@ -63,14 +63,24 @@ func sumBig(out *[16]byte, msg []byte, key *[32]byte) {
 	*out = le
 }
 
-// sumVectorAlways is SumVector without the length threshold: the vector code
+// sumAVX2Always is sumAVX2 without the length thresholds: the AVX2 code
 // takes every whole 64-byte chunk, so short messages exercise it too.
-func sumVectorAlways(out *[16]byte, msg []byte, key *[32]byte) {
+func sumAVX2Always(out *[16]byte, msg []byte, key *[32]byte) {
 	if !haveVector || len(msg) < 64 {
 		Sum(out, msg, key)
 		return
 	}
-	sumVector(out, msg, key)
+	sumAVX2(out, msg, key)
+}
+
+// sumIFMAAlways is sumIFMA for every message of a whole 128-byte chunk or
+// more, and Sum where the machine has no IFMA.
+func sumIFMAAlways(out *[16]byte, msg []byte, key *[32]byte) {
+	if !haveIFMA || len(msg) < 128 {
+		Sum(out, msg, key)
+		return
+	}
+	sumIFMA(out, msg, key)
 }
 
 func skipNoVector(t *testing.T) {
@@ -135,12 +145,13 @@ func fill(rng *mathrand.Rand, msg []byte, pattern int) {
 
 func checkSame(t *testing.T, what string, msg []byte, key *[32]byte) {
 	t.Helper()
-	var want, got, gotAlways [16]byte
+	var want, got, gotAVX2, gotIFMA [16]byte
 	sumGeneric(&want, msg, key)
 	SumVector(&got, msg, key)
-	sumVectorAlways(&gotAlways, msg, key)
-	if got != want || gotAlways != want {
-		t.Fatalf("%s: len %d key %x: SumVector %x, vector code %x, generic %x", what, len(msg), key, got, gotAlways, want)
+	sumAVX2Always(&gotAVX2, msg, key)
+	sumIFMAAlways(&gotIFMA, msg, key)
+	if got != want || gotAVX2 != want || gotIFMA != want {
+		t.Fatalf("%s: len %d key %x: SumVector %x, AVX2 code %x, IFMA code %x, generic %x", what, len(msg), key, got, gotAVX2, gotIFMA, want)
 	}
 	if !VerifyVector(&want, msg, key) {
 		t.Fatalf("%s: len %d key %x: VerifyVector refuses the right tag", what, len(msg), key)
@@ -168,16 +179,25 @@ func TestVectorEveryLength(t *testing.T) {
 	}
 }
 
-// TestVectorRandom runs many random cases: keys, lengths up to 40,000
-// (most short enough to cover the chunk edges densely), patterns, and
-// offsets into the buffer (unaligned messages).
+// TestVectorRandom runs many random cases (20,000; 500,000 with -stress):
+// keys, lengths up to 40,000 (most short enough to cover the chunk edges
+// densely), patterns, and offsets into the buffer (unaligned messages);
+// -stress draws a new seed.
 func TestVectorRandom(t *testing.T) {
 	skipNoVector(t)
-	rng := mathrand.New(mathrand.NewPCG(3, 4))
+	seed := uint64(3)
+	if *stressFlag {
+		seed = mathrand.Uint64() // a new sample each stress run
+	}
+	t.Logf("seed %d", seed)
+	rng := mathrand.New(mathrand.NewPCG(seed, 4))
 	buf := make([]byte, 40000+64)
 	cases := 20000
 	if testing.Short() {
 		cases = 2000
+	}
+	if *stressFlag {
+		cases = 500000
 	}
 	var key [32]byte
 	for i := range cases {
@@ -210,11 +230,13 @@ func TestVectorAgainstBig(t *testing.T) {
 		for pattern := range 4 {
 			fill(rng, msg, pattern)
 			for _, n := range []int{0, 15, 16, 63, 64, 65, 127, 128, 255, 256, 257, 319, 320, 1023, 1024, 1031, 4096, 4200} {
-				var want, got [16]byte
+				var want, got, gotAVX2, gotIFMA [16]byte
 				sumBig(&want, msg[:n], &key)
 				SumVector(&got, msg[:n], &key)
-				if got != want {
-					t.Fatalf("len %d key %x pattern %d: SumVector %x, math/big %x", n, key, pattern, got, want)
+				sumAVX2Always(&gotAVX2, msg[:n], &key)
+				sumIFMAAlways(&gotIFMA, msg[:n], &key)
+				if got != want || gotAVX2 != want || gotIFMA != want {
+					t.Fatalf("len %d key %x pattern %d: SumVector %x, AVX2 %x, IFMA %x, math/big %x", n, key, pattern, got, gotAVX2, gotIFMA, want)
 				}
 			}
 		}
@@ -296,8 +318,7 @@ func splitSum(t *testing.T, sum *big.Int, blocks int) []byte {
 }
 
 // TestVectorPowers checks the table of powers against math/big, and that its
-// limbs are as mulPower promises (limb 1 below 2²⁶ + 2¹³, the others below
-// 2²⁶), within the vector code's bounds.
+// limbs are below 2²⁶ (5·limb below 2²⁹), as the vector code's bounds need.
 func TestVectorPowers(t *testing.T) {
 	rng := mathrand.New(mathrand.NewPCG(7, 8))
 	for _, key := range testKeys(rng, 50) {
@@ -309,7 +330,7 @@ func TestVectorPowers(t *testing.T) {
 		row := func(tb *[9][4]uint64, lane int) *big.Int {
 			v := new(big.Int)
 			for i := 4; i >= 0; i-- {
-				if tb[i][lane] >= 1<<26+1<<13 || i != 1 && tb[i][lane] >= 1<<26 {
+				if tb[i][lane] >= 1<<26 {
 					t.Fatalf("key %x: limb %d = %#x", key, i, tb[i][lane])
 				}
 				if i > 0 && tb[4+i][lane] != 5*tb[i][lane] {
@@ -330,6 +351,88 @@ func TestVectorPowers(t *testing.T) {
 			if row(&tab.last, lane).Cmp(pow(e)) != 0 {
 				t.Fatalf("key %x: last lane %d is not r^%d", key, lane, e)
 			}
+		}
+	}
+}
+
+// TestIFMAPowers checks the IFMA table of powers against math/big, and that
+// its limbs fit their widths (44, 44, 42 bits) and the 20· rows 52 bits.
+func TestIFMAPowers(t *testing.T) {
+	rng := mathrand.New(mathrand.NewPCG(11, 12))
+	for _, key := range testKeys(rng, 50) {
+		var m macState
+		initialize(&key, &m)
+		var tab ifmaPowers
+		tab.init(m.r)
+		r := clampedR(&key)
+		row := func(tb *[5][8]uint64, lane int) *big.Int {
+			if tb[0][lane] > mask44 || tb[1][lane] > mask44 || tb[2][lane] > mask42 {
+				t.Fatalf("key %x: lane %d limbs %x %x %x too wide", key, lane, tb[0][lane], tb[1][lane], tb[2][lane])
+			}
+			if tb[3][lane] != 20*tb[1][lane] || tb[4][lane] != 20*tb[2][lane] {
+				t.Fatalf("key %x: lane %d: rows 3, 4 are not 20·rows 1, 2", key, lane)
+			}
+			v := new(big.Int).SetUint64(tb[2][lane])
+			v.Lsh(v, 44).Add(v, new(big.Int).SetUint64(tb[1][lane]))
+			v.Lsh(v, 44).Add(v, new(big.Int).SetUint64(tb[0][lane]))
+			return v.Mod(v, p1305)
+		}
+		pow := func(e int64) *big.Int { return new(big.Int).Exp(r, big.NewInt(e), p1305) }
+		for lane := range 8 {
+			if row(&tab.r8, lane).Cmp(pow(8)) != 0 {
+				t.Fatalf("key %x: r8 lane %d wrong", key, lane)
+			}
+		}
+		for lane, e := range []int64{8, 4, 7, 3, 6, 2, 5, 1} {
+			if row(&tab.last, lane).Cmp(pow(e)) != 0 {
+				t.Fatalf("key %x: last lane %d is not r^%d", key, lane, e)
+			}
+		}
+	}
+}
+
+// TestFromLimbs44 checks the IFMA code's final carry at its input bounds
+// against math/big.
+func TestFromLimbs44(t *testing.T) {
+	rng := mathrand.New(mathrand.NewPCG(13, 14))
+	cases := []limbs44{
+		{}, {1<<61 - 1, 1<<61 - 1, 1<<61 - 1},
+		{mask44, mask44, mask42},     // 2¹³⁰ - 1
+		{mask44 - 4, mask44, mask42}, // p
+		{mask44 - 5, mask44, mask42}, // p - 1
+		{mask44 + 5, mask44, mask42},
+		{0, 0, 1 << 42}, {0, 0, 1<<61 - 1}, {1<<61 - 1, 0, 0},
+	}
+	for range 10000 {
+		var d limbs44
+		for i := range d {
+			switch rng.IntN(3) {
+			case 0:
+				d[i] = rng.Uint64() >> 3
+			case 1:
+				d[i] = mask44 - uint64(rng.IntN(8))
+			case 2:
+				d[i] = 1<<61 - 1 - uint64(rng.IntN(8))
+			}
+		}
+		cases = append(cases, d)
+	}
+	for _, d := range cases {
+		want := new(big.Int).SetUint64(d[2])
+		want.Lsh(want, 44).Add(want, new(big.Int).SetUint64(d[1]))
+		want.Lsh(want, 44).Add(want, new(big.Int).SetUint64(d[0]))
+		want.Mod(want, p1305)
+		var h [3]uint64
+		fromLimbs44(&h, &d)
+		if h[2] >= 4 {
+			t.Fatalf("%x: h = %x, not below 2¹³⁰", d, h)
+		}
+		got := new(big.Int).SetUint64(h[2])
+		got.Lsh(got, 64).Add(got, new(big.Int).SetUint64(h[1]))
+		got.Lsh(got, 64).Add(got, new(big.Int).SetUint64(h[0]))
+		got.Mod(got, p1305)
+		if got.Cmp(want) != 0 {
+			t.Fatalf("%x: %x, want %x (mod p)", d, got, want)
 		}
 	}
 }
@@ -367,7 +470,8 @@ func TestFromLimbs26(t *testing.T) {
 			want.Add(want, new(big.Int).SetUint64(d[i]))
 		}
 		want.Mod(want, p1305)
-		h := fromLimbs26(d)
+		var h [3]uint64
+		fromLimbs26(&h, &d)
 		if h[2] >= 4 {
 			t.Fatalf("%x: h = %x, not below 2¹³⁰", d, h)
 		}
@@ -393,30 +497,32 @@ func TestVectorNoWrite(t *testing.T) {
 	}
 }
 
-func benchmarkSumVector(b *testing.B, size int, vector bool) {
-	var out [16]byte
-	var key [32]byte
-	in := make([]byte, size)
-	b.SetBytes(int64(len(in)))
-	for b.Loop() {
-		if vector {
-			SumVector(&out, in, &key)
-		} else {
-			Sum(&out, in, &key)
-		}
-	}
-}
-
-// BenchmarkSumVector compares Sum (scalar) with SumVector at the SSH packet
-// sizes: 32 KiB (an SFTP data packet) and 1 KiB.
+// BenchmarkSumVector compares Sum (scalar) with SumVector (what it picks),
+// and the AVX2 and IFMA code each, at the SSH packet sizes: 32 KiB (an SFTP
+// data packet), 1 KiB, 512 and 256 bytes.
 func BenchmarkSumVector(b *testing.B) {
-	for _, size := range []int{32 << 10, 1 << 10, 256} {
-		b.Run(fmt.Sprintf("%d/scalar", size), func(b *testing.B) { benchmarkSumVector(b, size, false) })
-		b.Run(fmt.Sprintf("%d/vector", size), func(b *testing.B) {
-			if !haveVector {
-				b.Skip("no vector Poly1305 on this machine")
-			}
-			benchmarkSumVector(b, size, true)
-		})
+	impls := []struct {
+		name string
+		have bool
+		sum  func(out *[16]byte, msg []byte, key *[32]byte)
+	}{
+		{"scalar", true, Sum}, {"vector", haveVector, SumVector},
+		{"avx2", haveVector, sumAVX2Always}, {"ifma", haveIFMA, sumIFMAAlways},
+	}
+	for _, size := range []int{32 << 10, 1 << 10, 512, 256} {
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("%d/%s", size, impl.name), func(b *testing.B) {
+				if !impl.have {
+					b.Skip("not on this machine")
+				}
+				var out [16]byte
+				var key [32]byte
+				in := make([]byte, size)
+				b.SetBytes(int64(len(in)))
+				for b.Loop() {
+					impl.sum(&out, in, &key)
+				}
+			})
+		}
 	}
 }
