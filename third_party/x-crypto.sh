@@ -4,8 +4,8 @@
 # (see third_party/README.md for why). This script makes that tree from the pristine module:
 #
 #   third_party/x-crypto.sh check   rebuild it in a temporary directory and fail if the committed
-#                                   tree differs, or ssh/chacha_avx512_amd64.s is not what
-#                                   ssh/_asm/chacha_avx512.go writes (make test runs this)
+#                                   tree differs, or a generated assembly file (GENERATED below)
+#                                   is not what its generator writes (make test runs this)
 #   third_party/x-crypto.sh write   replace the committed tree with the rebuilt one
 #   third_party/x-crypto.sh diff    write the committed tree's changes to the pristine one into
 #                                   x-crypto.patch (after editing the tree by hand)
@@ -29,6 +29,12 @@ PKGS=(
   ssh ssh/agent ssh/internal/bcrypt_pbkdf ssh/knownhosts ssh/terminal ssh/test ssh/testdata
 )
 FILES=(go.mod go.sum LICENSE PATENTS README.md)
+# The assembly files the patch adds that a generator writes: directory, generator, output.
+GENERATED=(
+  "ssh _asm/chacha_avx512.go chacha_avx512_amd64.s"
+  "internal/poly1305 _asm/sum_vector.go sum_vector_amd64.s"
+  "internal/poly1305 _asm/sum_ifma.go sum_ifma_amd64.s"
+)
 TREE=third_party/golang.org/x/crypto
 PATCH=third_party/x-crypto.patch
 
@@ -73,11 +79,17 @@ check | write)
     head -50 "$tmp/diff" >&2
     echo "(third_party/x-crypto.sh diff turns edits of the tree into the patch; write rebuilds the tree)" >&2
     exit 1
-  elif ! (cd "$TREE/ssh" && go run ./_asm/chacha_avx512.go) | diff - "$TREE/ssh/chacha_avx512_amd64.s" >"$tmp/diff"; then
-    echo "$TREE/ssh/chacha_avx512_amd64.s is not what its generator writes:" >&2
-    head -50 "$tmp/diff" >&2
-    echo "(cd $TREE/ssh && go run ./_asm/chacha_avx512.go > chacha_avx512_amd64.s)" >&2
-    exit 1
+  fi
+  if [ "$1" = check ]; then
+    for g in "${GENERATED[@]}"; do
+      read -r dir gen out <<<"$g"
+      if ! (cd "$TREE/$dir" && go run "./$gen") | diff - "$TREE/$dir/$out" >"$tmp/diff"; then
+        echo "$TREE/$dir/$out is not what its generator writes:" >&2
+        head -50 "$tmp/diff" >&2
+        echo "(cd $TREE/$dir && go run ./$gen > $out)" >&2
+        exit 1
+      fi
+    done
   fi
   ;;
 diff)

@@ -750,6 +750,12 @@ type chacha20Poly1305Cipher struct {
 	// sixteen blocks at a time and without the wasted tag; it is preferred
 	// to content where the CPU has AVX-512.
 	avx512 bool
+
+	// vectorMAC, if set, has poly1305.SumVector compute the packet's MAC:
+	// the same tag as poly1305.Sum, four blocks at a time with AVX2 (eight
+	// with AVX-512 IFMA where the CPU has it) for packets of 512 bytes and
+	// more. It is set where the CPU has AVX2 (poly1305.HasVector).
+	vectorMAC bool
 }
 
 // useAEADKeystream reports whether chacha20poly1305's Seal has an assembly
@@ -763,7 +769,8 @@ func newChaCha20Cipher(key, unusedIV, unusedMACKey []byte, unusedAlgs DirectionA
 	}
 
 	c := &chacha20Poly1305Cipher{
-		buf: make([]byte, 256),
+		buf:       make([]byte, 256),
+		vectorMAC: poly1305.HasVector,
 	}
 
 	copy(c.contentKey[:], key[:32])
@@ -780,6 +787,25 @@ func newChaCha20Cipher(key, unusedIV, unusedMACKey []byte, unusedAlgs DirectionA
 		}
 	}
 	return c, nil
+}
+
+// sumMAC computes the OpenSSH MAC of m (encrypted length and ciphertext)
+// under the one-time key into out.
+func (c *chacha20Poly1305Cipher) sumMAC(out *[poly1305.TagSize]byte, m []byte, key *[32]byte) {
+	if c.vectorMAC {
+		poly1305.SumVector(out, m, key)
+		return
+	}
+	poly1305.Sum(out, m, key)
+}
+
+// verifyMAC reports whether mac is the OpenSSH MAC of m under the one-time
+// key, comparing in constant time.
+func (c *chacha20Poly1305Cipher) verifyMAC(mac *[poly1305.TagSize]byte, m []byte, key *[32]byte) bool {
+	if c.vectorMAC {
+		return poly1305.VerifyVector(mac, m, key)
+	}
+	return poly1305.Verify(mac, m, key)
 }
 
 // xorContent XORs buf[:len(buf)-poly1305.TagSize] in place with the packet
@@ -870,7 +896,7 @@ func (c *chacha20Poly1305Cipher) readCipherPacket(seqNum uint32, r io.Reader) ([
 
 	var mac [poly1305.TagSize]byte
 	copy(mac[:], c.buf[contentEnd:packetEnd])
-	if !poly1305.Verify(&mac, c.buf[:contentEnd], &polyKey) {
+	if !c.verifyMAC(&mac, c.buf[:contentEnd], &polyKey) {
 		return nil, errors.New("ssh: MAC failure")
 	}
 
@@ -945,7 +971,7 @@ func (c *chacha20Poly1305Cipher) writeCipherPacket(seqNum uint32, w io.Writer, r
 	c.xorContent(s, nonce, c.buf[4:packetEnd+poly1305.TagSize])
 
 	var mac [poly1305.TagSize]byte
-	poly1305.Sum(&mac, c.buf[:packetEnd], &polyKey)
+	c.sumMAC(&mac, c.buf[:packetEnd], &polyKey)
 
 	copy(c.buf[packetEnd:], mac[:])
 

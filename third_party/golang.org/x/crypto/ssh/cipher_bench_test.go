@@ -16,11 +16,13 @@ import (
 // payload, the size of an SFTP data packet, for each AEAD cipher, and for
 // chacha20-poly1305@openssh.com with each keystream this machine has beside
 // the one it picks (chacha20-poly1305@openssh.com/chacha20/32KiB/seal and so
-// on), so that a run compares them.
+// on), and the AVX-512 keystream with the scalar Poly1305 MAC instead of the
+// vector one (avx512+scalarmac), so that a run compares them.
 func BenchmarkPacketCipher(b *testing.B) {
 	type variant struct{ cipher, impl string }
 	variants := []variant{{CipherChaCha20Poly1305, ""}, {CipherChaCha20Poly1305, "chacha20"},
 		{CipherChaCha20Poly1305, "aead"}, {CipherChaCha20Poly1305, "avx512"},
+		{CipherChaCha20Poly1305, "avx512+scalarmac"},
 		{CipherAES128GCM, ""}, {CipherAES256GCM, ""}}
 	for _, v := range variants {
 		for _, size := range []int{32 << 10, 1 << 10} {

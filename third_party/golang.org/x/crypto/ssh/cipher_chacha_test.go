@@ -6,19 +6,22 @@ package ssh
 import (
 	"bytes"
 	"crypto"
+	"strings"
 	"testing"
 
 	"golang.org/x/crypto/chacha20poly1305"
+	"golang.org/x/crypto/internal/poly1305"
 )
 
 // TestChaCha20Poly1305AEADKeystream checks that packets sealed through each
 // faster keystream this machine has (the chacha20poly1305 AEAD's, and
-// chachaXORAVX512's) are byte for byte the packets package chacha20
-// produces, and that each implementation opens the other's, for payload
-// sizes around the ChaCha20 block, AVX2 batch and 1 KiB chunk boundaries and
-// sequence numbers that use all 32 bits.
+// chachaXORAVX512's), with the vector Poly1305 MAC where the machine has it
+// and with the scalar one, are byte for byte the packets package chacha20
+// and the scalar MAC produce, and that each implementation opens the
+// other's, for payload sizes around the ChaCha20 block, AVX2 batch and 1 KiB
+// chunk boundaries and sequence numbers that use all 32 bits.
 func TestChaCha20Poly1305AEADKeystream(t *testing.T) {
-	for _, impl := range []string{"aead", "avx512"} {
+	for _, impl := range []string{"aead", "avx512", "aead+scalarmac", "avx512+scalarmac", "chacha20+vectormac"} {
 		t.Run(impl, func(t *testing.T) { testChaChaKeystream(t, impl) })
 	}
 }
@@ -103,10 +106,25 @@ func testChaChaKeystream(t *testing.T, impl string) {
 // useChaChaImpl makes pc, a chacha20-poly1305@openssh.com packet cipher,
 // compute its keystream with impl ("chacha20": package chacha20; "aead":
 // the chacha20poly1305 AEAD's Seal; "avx512": chachaXORAVX512), or skips tb
-// if this machine has no assembly for it.
+// if this machine has no assembly for it. The MAC is the vector Poly1305
+// where the machine has it, except for "chacha20" (the reference) and impl
+// ending in "+scalarmac"; "chacha20+vectormac" is package chacha20 with the
+// vector MAC.
 func useChaChaImpl(tb testing.TB, pc packetCipher, impl string) *chacha20Poly1305Cipher {
 	tb.Helper()
 	c := pc.(*chacha20Poly1305Cipher)
+	c.vectorMAC = poly1305.HasVector
+	if rest, ok := strings.CutSuffix(impl, "+scalarmac"); ok {
+		impl = rest
+		c.vectorMAC = false
+	} else if rest, ok := strings.CutSuffix(impl, "+vectormac"); ok {
+		if !poly1305.HasVector {
+			tb.Skip("no vector Poly1305 on this machine")
+		}
+		impl = rest
+	} else if impl == "chacha20" {
+		c.vectorMAC = false
+	}
 	switch impl {
 	case "avx512":
 		if !haveChaChaAVX512 {
